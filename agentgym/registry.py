@@ -1,0 +1,259 @@
+"""The env registry: ``register``, ``make``, ``spec`` and the ``registry`` listing.
+
+Ids are versioned, ``[namespace/]Name-vN``. Built-in envs register from
+``agentgym.envs``; third-party packages register through the entry-point group
+``agentgym.envs`` (each entry point names a function called with no arguments, or a module
+whose import registers its envs). Every registered env is also registered in Gymnasium's
+registry (see :mod:`agentgym.gym_bridge`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+import warnings
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from typing import Any
+
+from agentgym.env import Env
+from agentgym.errors import EnvArgumentError, RegistrationError, UnknownEnvError, did_you_mean
+
+ENTRY_POINT_GROUP = "agentgym.envs"
+ID_PATTERN = re.compile(r"^(?:(?P<ns>[\w.-]+)/)?(?P<name>[\w.:-]+?)-v(?P<version>\d+)$")
+DEFAULT_MAX_OBSERVATION_CHARS = 16_000
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """A registry entry.
+
+    Attributes:
+        id: Versioned id, ``[namespace/]Name-vN``.
+        entry_point: ``"module:attr"`` or a callable returning an env.
+        kwargs: Default keyword arguments for the entry point.
+        description: One line shown by ``agentgym envs``.
+        max_turns: When set, ``make`` wraps the env in ``MaxTurns``.
+        max_observation_chars: ``make`` wraps the env in ``ObservationCap`` with this cap.
+    """
+
+    id: str
+    entry_point: str | Callable[..., Env]
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    description: str = ""
+    max_turns: int | None = None
+    max_observation_chars: int | None = DEFAULT_MAX_OBSERVATION_CHARS
+
+    @property
+    def namespace(self) -> str | None:
+        """The part before ``/``, if any."""
+        return _parse_id(self.id)[0]
+
+    @property
+    def name(self) -> str:
+        """The name without namespace and version."""
+        return _parse_id(self.id)[1]
+
+    @property
+    def version(self) -> int:
+        """The ``N`` of ``-vN``."""
+        return _parse_id(self.id)[2]
+
+    def load(self) -> Callable[..., Env]:
+        """Import and return the entry point."""
+        if callable(self.entry_point):
+            return self.entry_point
+        module, _, attr = self.entry_point.partition(":")
+        try:
+            obj: Any = importlib.import_module(module)
+            for part in attr.split("."):
+                obj = getattr(obj, part)
+        except (ImportError, AttributeError) as exc:
+            raise RegistrationError(
+                f"env {self.id!r}: cannot load entry point {self.entry_point!r}: {exc}"
+            ) from exc
+        return obj
+
+    def accepted_kwargs(self) -> set[str] | None:
+        """Keyword arguments the entry point accepts, or None if it takes ``**kwargs``."""
+        target = self.load()
+        sig = inspect.signature(target.__init__ if inspect.isclass(target) else target)
+        names: set[str] = set()
+        for p in sig.parameters.values():
+            if p.kind is p.VAR_KEYWORD:
+                return None
+            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name != "self":
+                names.add(p.name)
+        return names
+
+    def make(self, **kwargs: Any) -> Env:
+        """Build the env with ``kwargs`` over the defaults; see :func:`make`."""
+        from agentgym.wrappers import MaxTurns, ObservationCap
+
+        max_turns = kwargs.pop("max_turns", self.max_turns)
+        max_chars = kwargs.pop("max_observation_chars", self.max_observation_chars)
+        accepted = self.accepted_kwargs()
+        if accepted is not None:
+            unknown = sorted(set(kwargs) - accepted)
+            if unknown:
+                hints = "".join(did_you_mean(u, accepted) for u in unknown)
+                raise EnvArgumentError(
+                    f"{self.id} got unexpected keyword argument(s) {unknown}; it accepts "
+                    f"{sorted(accepted | {'max_turns', 'max_observation_chars'})}{hints}"
+                )
+        env = self.load()(**{**self.kwargs, **kwargs})
+        try:
+            env.spec = self
+        except AttributeError:  # a wrapper exposing spec read-only
+            pass
+        if max_chars is not None:
+            env = ObservationCap(env, max_chars)
+        if max_turns is not None:
+            env = MaxTurns(env, max_turns)
+        return env
+
+
+def _parse_id(env_id: str) -> tuple[str | None, str, int]:
+    match = ID_PATTERN.match(env_id) if isinstance(env_id, str) else None
+    if match is None:
+        raise RegistrationError(
+            f"env id must look like 'namespace/Name-vN' (namespace optional), got {env_id!r}; "
+            "for example 'myproject/Maze-v0'"
+        )
+    return match["ns"], match["name"], int(match["version"])
+
+
+class _Registry(Mapping[str, EnvSpec]):
+    """The id → spec mapping; loads built-ins and entry-point plugins on first read."""
+
+    def __init__(self) -> None:
+        self._specs: dict[str, EnvSpec] = {}
+        self._loaded = False
+        self._loading = False
+
+    def _ensure_loaded(self) -> None:
+        if self._loaded or self._loading:
+            return
+        self._loading = True
+        try:
+            importlib.import_module("agentgym.envs")
+            for ep in entry_points(group=ENTRY_POINT_GROUP):
+                try:
+                    obj = ep.load()
+                    if callable(obj):
+                        obj()
+                except Exception as exc:  # one broken plugin must not hide every env
+                    warnings.warn(
+                        f"agentgym: the env plugin {ep.name!r} ({ep.value}) failed to load: "
+                        f"{exc!r}; its envs are not registered", RuntimeWarning, stacklevel=2)
+            self._loaded = True
+        finally:
+            self._loading = False
+
+    def add(self, spec: EnvSpec) -> None:
+        self._specs[spec.id] = spec
+
+    def __getitem__(self, env_id: str) -> EnvSpec:
+        self._ensure_loaded()
+        if env_id in self._specs:
+            return self._specs[env_id]
+        raise UnknownEnvError(self._unknown_message(env_id))
+
+    def _unknown_message(self, env_id: str) -> str:
+        msg = f"no env registered with id {env_id!r}"
+        try:
+            ns, name, _ = _parse_id(env_id)
+            versions = sorted(s.id for s in self._specs.values()
+                              if s.namespace == ns and s.name == name)
+            if versions:
+                return f"{msg}; registered versions: {versions}"
+        except RegistrationError:
+            pass
+        hint = did_you_mean(env_id, self._specs)
+        return msg + (hint or "; run `agentgym envs` to list the registered ids")
+
+    def __iter__(self) -> Iterator[str]:
+        self._ensure_loaded()
+        return iter(sorted(self._specs))
+
+    def __len__(self) -> int:
+        self._ensure_loaded()
+        return len(self._specs)
+
+    def __contains__(self, env_id: object) -> bool:
+        self._ensure_loaded()
+        return env_id in self._specs
+
+
+registry = _Registry()
+"""Read-only mapping of every registered env id to its :class:`EnvSpec`."""
+
+
+def register(
+    id: str,  # noqa: A002 - Gymnasium's name for it
+    entry_point: str | Callable[..., Env],
+    *,
+    description: str = "",
+    max_turns: int | None = None,
+    max_observation_chars: int | None = DEFAULT_MAX_OBSERVATION_CHARS,
+    **kwargs: Any,
+) -> EnvSpec:
+    """Register an env under a versioned id (also in Gymnasium's registry).
+
+    Args:
+        id: ``[namespace/]Name-vN``.
+        entry_point: ``"module:attr"`` or a callable returning an env.
+        description: One line for ``agentgym envs``.
+        max_turns: Truncate episodes after this many steps.
+        max_observation_chars: Cap each observation message at this many characters.
+        **kwargs: Default keyword arguments for the entry point.
+
+    Returns:
+        The new spec.
+
+    Example:
+        >>> import agentgym
+        >>> spec = agentgym.register("demo/Echo-v0", "agentgym.envs.sokoban:SokobanEnv",
+        ...                          description="Sokoban under another name", size=5)
+        >>> spec.kwargs
+        {'size': 5}
+    """
+    _parse_id(id)
+    if not (callable(entry_point) or (isinstance(entry_point, str) and ":" in entry_point)):
+        raise RegistrationError(
+            f"entry_point for {id!r} must be a callable or 'module:attr', got {entry_point!r}"
+        )
+    spec = EnvSpec(id, entry_point, dict(kwargs), description, max_turns, max_observation_chars)
+    registry.add(spec)
+    from agentgym.gym_bridge import register_in_gymnasium
+
+    register_in_gymnasium(spec)
+    return spec
+
+
+def spec(env_id: str) -> EnvSpec:
+    """The spec registered under ``env_id``; raises :class:`UnknownEnvError` with suggestions."""
+    return registry[env_id]
+
+
+def make(env_id: str, **kwargs: Any) -> Env:
+    """Build a registered env.
+
+    Args:
+        env_id: A registered id (``agentgym envs`` lists them).
+        **kwargs: Overrides of the spec's defaults, plus ``max_turns`` and
+            ``max_observation_chars``.
+
+    Raises:
+        UnknownEnvError: ``env_id`` is not registered (the message names the closest ids).
+        EnvArgumentError: a keyword the env does not accept (the message names those it does).
+
+    Example:
+        >>> import agentgym
+        >>> env = agentgym.make("agentgym/Sokoban-v0", max_turns=20)
+        >>> env.spec.id
+        'agentgym/Sokoban-v0'
+    """
+    return spec(env_id).make(**kwargs)

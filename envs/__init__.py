@@ -1,0 +1,19 @@
+"""Built-in environment families, registered under the ``agentgym/`` namespace.
+
+Registration names entry points as strings, so importing this package imports no env code.
+"""
+
+from agentgym.registry import register
+
+register(
+    "agentgym/Sokoban-v0",
+    "agentgym.envs.sokoban:SokobanEnv",
+    description="Push every box onto a target in a procedurally generated grid (text).",
+    max_turns=40,
+)
+register(
+    "agentgym/Arithmetic-v0",
+    "agentgym.envs.arithmetic:ArithmeticEnv",
+    description="Multi-step word problems solved with a calculator tool; exact-answer reward.",
+    max_turns=10,
+)

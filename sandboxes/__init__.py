@@ -1,0 +1,1 @@
+"""Execution sandboxes (Docker containers and a local process sandbox)."""

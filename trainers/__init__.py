@@ -1,0 +1,1 @@
+"""Advantage estimators, losses and the training loop (``pip install 'agentgym[train]'``)."""
