@@ -130,7 +130,8 @@ class GymnasiumEnv(gymnasium.Env[str, str]):
         max_action_length: Longest action string the action space holds.
     """
 
-    metadata = {"render_modes": ["ansi"]}  # noqa: RUF012 - Gymnasium's convention
+    # render_fps only silences Gymnasium's checker: a text env has no frame rate.
+    metadata = {"render_modes": ["ansi"], "render_fps": 1}  # noqa: RUF012
 
     def __init__(self, env: Env, render_mode: str | None = None,
                  max_observation_length: int = 1_000_000, max_action_length: int = 4096) -> None:

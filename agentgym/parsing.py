@@ -29,6 +29,8 @@ FORMATS = ("hermes", "action", "json")
 _HERMES_RE = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.DOTALL)
 _ACTION_RE = re.compile(r"<action>(.*?)(?:</action>|\Z)", re.DOTALL)
 _NAME_RE = re.compile(r"^[A-Za-z_][\w.-]*$")
+_JSON_START_RE = re.compile(r'\{\s*"|\[\s*\{')  # an object with a key, or a list of objects
+_MAX_JSON_TRIES = 1_000  # bounds the work on degenerate text such as "{{{{..." or '{"a":{"a":...'
 _MAX_TEXT = 200_000  # longer replies are cut before parsing; nothing sane is longer
 
 
@@ -95,10 +97,14 @@ def _read_json(text: str) -> list[Item] | None:
     decoder = json.JSONDecoder()
     items: list[Item] = []
     pos = 0
-    while (start := _next_open(text, pos)) != -1:
+    for _ in range(_MAX_JSON_TRIES):
+        match = _JSON_START_RE.search(text, pos)
+        if match is None:
+            break
+        start = match.start()
         try:
             value, end = decoder.raw_decode(text, start)
-        except (json.JSONDecodeError, RecursionError):
+        except (ValueError, RecursionError):  # ValueError: also ints over the digit limit
             pos = start + 1
             continue
         pos = end
@@ -109,20 +115,17 @@ def _read_json(text: str) -> list[Item] | None:
     return items or None
 
 
-def _next_open(text: str, pos: int) -> int:
-    brace, bracket = text.find("{", pos), text.find("[", pos)
-    return min((i for i in (brace, bracket) if i != -1), default=-1)
-
-
 def _call_from_json_text(raw: str, where: str) -> Item:
     raw = raw.strip()
     if not raw:
         return f"empty {where} block; put a JSON object with 'name' and 'arguments' inside"
     try:
         obj = json.loads(raw)
-    except (json.JSONDecodeError, RecursionError) as exc:
+    except (ValueError, RecursionError) as exc:  # ValueError: also ints over the digit limit
         snippet = raw if len(raw) <= 80 else raw[:77] + "..."
-        return f"malformed JSON in {where} ({getattr(exc, 'msg', 'too deeply nested')}): {snippet}"
+        reason = "too deeply nested" if isinstance(exc, RecursionError) else getattr(
+            exc, "msg", "a number is too long")
+        return f"malformed JSON in {where} ({reason}): {snippet}"
     return _call_from_obj(obj, where)
 
 
@@ -139,7 +142,7 @@ def _call_from_obj(obj: Any, where: str) -> Item:
     if isinstance(args, str):  # some models emit the arguments as a JSON string
         try:
             args = json.loads(args) if args.strip() else {}
-        except (json.JSONDecodeError, RecursionError):
+        except (ValueError, RecursionError):
             return f"the arguments of {name!r} are a string that is not valid JSON"
     if args is None:
         args = {}
@@ -164,7 +167,9 @@ def _call_from_action(raw: str) -> Item:
     name, inner = match.groups()
     try:
         node = ast.parse(f"f({inner})", mode="eval").body
-        assert isinstance(node, ast.Call)
+        if not isinstance(node, ast.Call):  # e.g. "a(x=1), b(y=2)" parses as a tuple
+            return (f"cannot read the action {name}({inner[:60]}); write one call, "
+                    "e.g. name(key=value)")
         if node.args:
             return f"{name}(...) must use keyword arguments, e.g. {name}(x=1)"
         args = {kw.arg: ast.literal_eval(kw.value) for kw in node.keywords if kw.arg}

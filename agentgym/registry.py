@@ -22,7 +22,8 @@ from agentgym.env import Env
 from agentgym.errors import EnvArgumentError, RegistrationError, UnknownEnvError, did_you_mean
 
 ENTRY_POINT_GROUP = "agentgym.envs"
-ID_PATTERN = re.compile(r"^(?:(?P<ns>[\w.-]+)/)?(?P<name>[\w.:-]+?)-v(?P<version>\d+)$")
+# The namespace allows what Gymnasium's registry does too (no dots), so every id registers there.
+ID_PATTERN = re.compile(r"^(?:(?P<ns>[\w-]+)/)?(?P<name>[\w.:-]+?)-v(?P<version>\d+)$")
 DEFAULT_MAX_OBSERVATION_CHARS = 16_000
 
 

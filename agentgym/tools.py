@@ -30,6 +30,7 @@ _SIMPLE = {int: "integer", float: "number", str: "string", bool: "boolean", type
            Any: None}
 _DESC_RE = re.compile(r"^(.*?)[\n\s]*(Args:|Returns:|Raises:|\Z)", re.DOTALL)
 _ARG_RE = re.compile(r"^\s{0,8}(\w+)\s*(?:\([^)]*\))?:\s*(.*?)\s*$")
+_CHOICES_RE = re.compile(r"\(choices:\s*(.*?)\)\s*$", re.IGNORECASE)
 
 
 def _type_schema(hint: Any) -> dict[str, Any]:
@@ -38,18 +39,20 @@ def _type_schema(hint: Any) -> dict[str, Any]:
         return {} if _SIMPLE[hint] is None else {"type": _SIMPLE[hint]}
     origin, args = get_origin(hint), get_args(hint)
     if origin is Literal:
-        kinds = {type(a) for a in args}
-        out: dict[str, Any] = {"enum": list(args)}
-        if len(kinds) == 1 and next(iter(kinds)) in _SIMPLE:
-            out = {"type": _SIMPLE[next(iter(kinds))], **out}
-        return out
+        if not all(type(a) in _SIMPLE for a in args):
+            raise ConfigError(f"Literal values must be int, float, str, bool or None, got {hint!r}")
+        # like get_json_schema: each JSON type once, in order of first appearance
+        kinds = list(dict.fromkeys(_SIMPLE[type(a)] for a in args))
+        return {"type": kinds[0] if len(kinds) == 1 else kinds, "enum": list(args)}
     if origin in (typing.Union, types.UnionType):
         non_null = [a for a in args if a is not type(None)]
         parts = [_type_schema(a) for a in non_null]
+        out: dict[str, Any]
         if len(parts) == 1:
             out = dict(parts[0])
         elif all(set(p) == {"type"} and isinstance(p["type"], str) for p in parts):
-            out = {"type": [p["type"] for p in parts]}
+            kinds = sorted({p["type"] for p in parts})  # get_json_schema sorts and dedupes
+            out = {"type": kinds[0] if len(kinds) == 1 else kinds}
         else:
             out = {"anyOf": parts}
         if len(non_null) < len(args):
@@ -89,7 +92,7 @@ def _parse_docstring(doc: str) -> tuple[str, dict[str, str], str | None]:
             elif current is not None and line.strip():
                 args[current] = (args[current] + " " + line.strip()).strip()
     ret = re.search(r"\n\s*Returns:\n\s*(.*?)[\n\s]*(Raises:|\Z)", "\n" + doc, re.DOTALL)
-    return description, args, (" ".join(ret.group(1).split()) if ret else None)
+    return description, args, (ret.group(1).strip() if ret else None)
 
 
 def function_schema(func: Callable[..., Any]) -> dict[str, Any]:
@@ -118,7 +121,19 @@ def function_schema(func: Callable[..., Any]) -> dict[str, Any]:
             )
         prop = _type_schema(hints[param.name])
         if param.name in arg_docs:
-            prop["description"] = arg_docs[param.name]
+            desc = arg_docs[param.name]
+            choices = _CHOICES_RE.search(desc)
+            if choices:  # get_json_schema reads "(choices: [...])" at the end into an enum
+                try:
+                    values = json.loads(choices.group(1))
+                except json.JSONDecodeError as exc:
+                    raise ConfigError(
+                        f"tool {name!r}: the choices of {param.name!r} are not a JSON list: "
+                        f"{choices.group(1)!r}"
+                    ) from exc
+                prop["enum"] = [c.strip() if isinstance(c, str) else c for c in values]
+                desc = desc[: choices.start()].strip()
+            prop["description"] = desc
         properties[param.name] = prop
         if param.default is inspect.Parameter.empty:
             required.append(param.name)
@@ -126,10 +141,14 @@ def function_schema(func: Callable[..., Any]) -> dict[str, Any]:
     if required:
         parameters["required"] = required
     schema: dict[str, Any] = {"name": name, "description": description, "parameters": parameters}
-    if "return" in hints and hints["return"] is not type(None):
-        schema["return"] = _type_schema(hints["return"])
-        if returns:
-            schema["return"]["description"] = returns
+    if "return" in hints:
+        try:
+            schema["return"] = _type_schema(hints["return"])
+        except ConfigError:  # the model never writes the return value; leave it out
+            pass
+        else:
+            if returns is not None:
+                schema["return"]["description"] = returns
     return {"type": "function", "function": schema}
 
 
@@ -159,6 +178,7 @@ class Tool:
         return self.spec.name
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the function directly (no validation, no timeout)."""
         return self.fn(*args, **kwargs)
 
 

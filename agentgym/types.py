@@ -446,7 +446,8 @@ class Group:
     def __post_init__(self) -> None:
         if not isinstance(self.trajectories, tuple):
             object.__setattr__(self, "trajectories", tuple(self.trajectories))
-        others = {t.task_id for t in self.trajectories} - {self.task_id}
+        # An error trajectory may have failed before its env named the task.
+        others = {t.task_id for t in self.trajectories if t.scorable} - {self.task_id}
         if others:
             raise ValueError(
                 f"every trajectory of group {self.task_id!r} must share its task_id; "
@@ -464,7 +465,8 @@ class Group:
         by_group: dict[str, list[Trajectory]] = {}
         for traj in trajectories:
             by_group.setdefault(traj.group_id, []).append(traj)
-        return [cls(ts[0].task_id, tuple(ts)) for ts in by_group.values()]
+        return [cls(next((t.task_id for t in ts if t.scorable), ts[0].task_id), tuple(ts))
+                for ts in by_group.values()]
 
 
 def _jsonable(value: Any) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from typing import Any
 
@@ -10,6 +11,7 @@ from agentgym.errors import ResetNeeded
 from agentgym.types import Message, StepResult
 
 TRUNCATION_MARKER = "\n…[truncated {n} characters]"
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
 
 
 def clean_text(text: str, max_chars: int | None = None) -> str:
@@ -22,7 +24,8 @@ def clean_text(text: str, max_chars: int | None = None) -> str:
     if not isinstance(text, str):
         text = bytes(text).decode("utf-8", errors="replace") if isinstance(
             text, bytes | bytearray) else str(text)
-    text = text.encode("utf-8", errors="replace").decode("utf-8").replace("\x00", "")
+    # str.encode(errors="replace") would give "?", not U+FFFD
+    text = _SURROGATE_RE.sub("\ufffd", text).replace("\x00", "")
     if max_chars is not None and len(text) > max_chars:
         cut = len(text) - max_chars
         text = text[:max_chars] + TRUNCATION_MARKER.format(n=cut)

@@ -1,0 +1,168 @@
+"""The ``agentgym`` command line: list envs, play one, record rollouts."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+import agentgym
+from agentgym.errors import AgentGymError
+
+app = typer.Typer(help="Train and evaluate LLM agents in multi-turn environments.",
+                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+console = Console()
+err = Console(stderr=True)
+
+KwOption = Annotated[list[str] | None, typer.Option(
+    "--kw", help="Env keyword argument as key=value (YAML value); repeatable.")]
+
+
+def _kwargs(pairs: list[str] | None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise typer.BadParameter(f"expected key=value, got {pair!r}", param_hint="--kw")
+        out[key.strip()] = yaml.safe_load(value)
+    return out
+
+
+@app.command()
+def envs() -> None:
+    """List the registered envs."""
+    table = Table(title="agentgym envs")
+    table.add_column("id", style="bold cyan")
+    table.add_column("max turns", justify="right")
+    table.add_column("description")
+    for env_id, spec in agentgym.registry.items():
+        table.add_row(env_id, str(spec.max_turns or "-"), spec.description)
+    console.print(table)
+
+
+def _as_action(text: str, tool_names: set[str]) -> agentgym.Message:
+    """Typed text as an assistant message; ``name`` or ``name(k=v)`` becomes a tool call."""
+    bare = text.strip()
+    match = re.match(r"^([A-Za-z_]\w*)\s*(\(.*\))?$", bare, re.DOTALL)
+    if match and match.group(1) in tool_names and "<" not in bare:
+        bare = f"<action>{bare}</action>"
+    return agentgym.Message("assistant", bare)
+
+
+@app.command()
+def play(
+    env_id: Annotated[str, typer.Argument(help="A registered env id.")],
+    seed: Annotated[int, typer.Option(help="Task seed.")] = 0,
+    kw: KwOption = None,
+) -> None:
+    """Play an env yourself: type actions, see observations and rewards.
+
+    Type a tool call as ``name`` or ``name(key=value)``, or any text the model could write
+    (``<tool_call>{...}</tool_call>``). Type ``quit`` to stop.
+    """
+    asyncio.run(_play(env_id, seed, _kwargs(kw)))
+
+
+async def _play(env_id: str, seed: int, kwargs: dict[str, Any]) -> None:
+    async with agentgym.make(env_id, **kwargs) as env:
+        observation, info = await env.reset(seed=seed)
+        tools = {t.name: t for t in env.tools}
+        console.rule(f"{env_id}  task {info.get('task_id', '')}")
+        if tools:
+            console.print("[dim]tools:[/dim] " + ", ".join(
+                f"{t.name}({', '.join(t.parameters.get('properties', {}))})"
+                for t in tools.values()))
+        for m in observation:
+            console.print(m.content, markup=False)
+        total = 0.0
+        while True:
+            try:
+                text = console.input("[bold green]action> [/bold green]")
+            except EOFError:
+                break
+            if text.strip() in {"quit", "exit"}:
+                break
+            result = await env.step(_as_action(text, set(tools)))
+            for m in result.observation:
+                console.print(m.content, markup=False)
+            total += result.reward or 0.0
+            console.print(f"[dim]reward {result.reward}  total {total:g}  valid {result.valid}"
+                          "[/dim]")
+            if result.done:
+                console.print(f"[bold]episode {'terminated' if result.terminated else 'truncated'}"
+                              f" — return {total:g}[/bold]")
+                break
+
+
+@app.command()
+def rollout(
+    env_id: Annotated[str, typer.Argument(help="A registered env id.")],
+    policy: Annotated[str, typer.Option(help="random | scripted")] = "random",
+    episodes: Annotated[int, typer.Option(help="Number of tasks (seeds).")] = 8,
+    group_size: Annotated[int, typer.Option(help="Rollouts per task.")] = 1,
+    seed: Annotated[int, typer.Option(help="First task seed.")] = 0,
+    concurrency: Annotated[int, typer.Option(help="Episodes in flight.")] = 16,
+    out: Annotated[Path, typer.Option(help="Trajectory JSONL file.")] = Path(
+        "runs/rollout.jsonl"),
+    kw: KwOption = None,
+) -> None:
+    """Run episodes with a model-free policy and write trajectories to JSONL."""
+    from rich.progress import Progress
+
+    from agentgym.jsonl import TrajectoryWriter
+    from agentgym.policies import make_policy
+    from agentgym.rollout import RolloutConfig, run_groups
+
+    kwargs = _kwargs(kw)
+    agentgym.make(env_id, **kwargs)  # fail fast on a bad id or kwargs, before any episode
+    actor = make_policy(policy, seed)
+    config = RolloutConfig(group_size=group_size, concurrency=concurrency)
+    seeds = list(range(seed, seed + episodes))
+    with TrajectoryWriter(out) as writer, Progress(console=err, transient=True) as progress:
+        task = progress.add_task(f"{env_id} · {policy}", total=episodes * group_size)
+
+        def done(traj: agentgym.Trajectory) -> None:
+            writer.write(traj)
+            progress.advance(task)
+
+        trajs = asyncio.run(run_groups(lambda: agentgym.make(env_id, **kwargs), actor, seeds,
+                                       config, env_id=env_id, on_done=done))
+    _summary(trajs, out)
+
+
+def _summary(trajs: list[agentgym.Trajectory], out: Path) -> None:
+    ok = [t for t in trajs if t.scorable]
+    steps = [s for t in ok for s in t.steps]
+    table = Table(title=f"{len(trajs)} episodes → {out}")
+    for col in ("episodes", "errors", "mean return", "success", "mean steps", "invalid steps"):
+        table.add_column(col, justify="right")
+    n = max(len(ok), 1)
+    success = sum(bool(t.steps and t.steps[-1].result.info.get("success")) for t in ok)
+    table.add_row(
+        str(len(trajs)), str(len(trajs) - len(ok)),
+        f"{sum(t.outcome_reward or 0.0 for t in ok) / n:.3f}", f"{success / n:.1%}",
+        f"{len(steps) / n:.1f}", f"{sum(not s.valid for s in steps) / max(len(steps), 1):.1%}")
+    console.print(table)
+    for t in trajs:
+        if not t.scorable:
+            err.print(f"[red]error[/red] {t.task_id}: {t.error}")
+
+
+def main() -> None:
+    """Console-script entry point: caller mistakes print one clear line, not a traceback."""
+    try:
+        app()
+    except AgentGymError as exc:
+        err.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

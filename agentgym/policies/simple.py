@@ -1,0 +1,88 @@
+"""Policies that need no model: ``random`` (baseline, smoke tests) and ``scripted`` (oracle).
+
+Both are actors for :mod:`agentgym.rollout`: ``act(history, env) -> (message, tokens)``.
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from agentgym.env import Env
+from agentgym.errors import ConfigError
+from agentgym.types import Message, StepTokens, ToolCall
+
+
+class RandomPolicy:
+    """Calls a uniformly random tool with arguments sampled from its JSON schema.
+
+    Args:
+        seed: Seed of the policy's own generator.
+        text_actions: Texts to pick from for envs without tools.
+    """
+
+    def __init__(self, seed: int | None = None,
+                 text_actions: Sequence[str] = ("yes", "no", "look")) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.text_actions = tuple(text_actions)
+
+    async def __call__(self, history: Sequence[Message], env: Env
+                       ) -> tuple[Message, StepTokens | None]:
+        """One random action."""
+        if not env.tools:
+            text = self.text_actions[int(self.rng.integers(len(self.text_actions)))]
+            return Message("assistant", text), None
+        spec = env.tools[int(self.rng.integers(len(env.tools)))]
+        params = spec.parameters
+        args = {name: self._sample(schema) for name, schema in params.get("properties", {}).items()
+                if name in params.get("required", ()) or self.rng.random() < 0.5}
+        return Message("assistant", "", tool_calls=(ToolCall("call_0", spec.name, args),)), None
+
+    def _sample(self, schema: Mapping[str, Any]) -> Any:
+        if "enum" in schema:
+            return schema["enum"][int(self.rng.integers(len(schema["enum"])))]
+        kind = schema.get("type", "string")
+        if isinstance(kind, list):
+            kind = kind[int(self.rng.integers(len(kind)))]
+        if kind == "integer":
+            return int(self.rng.integers(-10, 100))
+        if kind == "number":
+            return float(np.round(self.rng.normal(0, 50), 2))
+        if kind == "boolean":
+            return bool(self.rng.integers(2))
+        if kind == "array":
+            return [self._sample(schema.get("items", {})) for _ in range(int(self.rng.integers(3)))]
+        if kind == "object":
+            return {}
+        if kind == "null":
+            return None
+        letters = list(string.ascii_lowercase + " ")
+        return "".join(self.rng.choice(letters, size=int(self.rng.integers(1, 12))))
+
+
+class ScriptedPolicy:
+    """Plays the env's own expert: ``env.expert_action()`` (an optional env method)."""
+
+    async def __call__(self, history: Sequence[Message], env: Env
+                       ) -> tuple[Message, StepTokens | None]:
+        """The expert's next action."""
+        expert = getattr(env, "expert_action", None)
+        if expert is None:
+            name = env.spec.id if getattr(env, "spec", None) is not None else type(env).__name__
+            raise ConfigError(
+                f"{name} has no scripted policy (the env defines no expert_action()); "
+                "use --policy random"
+            )
+        return expert(), None
+
+
+def make_policy(name: str, seed: int | None = None) -> Any:
+    """A model-free policy by name: ``random`` or ``scripted``."""
+    if name == "random":
+        return RandomPolicy(seed)
+    if name == "scripted":
+        return ScriptedPolicy()
+    raise ConfigError(f"unknown policy {name!r}; choose 'random' or 'scripted'")
