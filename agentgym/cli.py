@@ -105,8 +105,8 @@ async def _play(env_id: str, seed: int, kwargs: dict[str, Any]) -> None:
 def rollout(
     env_id: Annotated[str, typer.Argument(help="A registered env id.")],
     policy: Annotated[str, typer.Option(help="random | scripted")] = "random",
-    episodes: Annotated[int, typer.Option(help="Number of tasks (seeds).")] = 8,
-    group_size: Annotated[int, typer.Option(help="Rollouts per task.")] = 1,
+    episodes: Annotated[int, typer.Option(help="Episodes in all (tasks × group size).")] = 8,
+    group_size: Annotated[int, typer.Option(help="Rollouts per task (same seed).")] = 1,
     seed: Annotated[int, typer.Option(help="First task seed.")] = 0,
     concurrency: Annotated[int, typer.Option(help="Episodes in flight.")] = 16,
     out: Annotated[Path, typer.Option(help="Trajectory JSONL file.")] = Path(
@@ -121,12 +121,16 @@ def rollout(
     from agentgym.rollout import RolloutConfig, run_groups
 
     kwargs = _kwargs(kw)
+    if group_size < 1 or episodes < group_size or episodes % group_size:
+        raise typer.BadParameter(
+            f"--episodes ({episodes}) must be a positive multiple of --group-size ({group_size})",
+            param_hint="--episodes")
     agentgym.make(env_id, **kwargs)  # fail fast on a bad id or kwargs, before any episode
     actor = make_policy(policy, seed)
     config = RolloutConfig(group_size=group_size, concurrency=concurrency)
-    seeds = list(range(seed, seed + episodes))
+    seeds = list(range(seed, seed + episodes // group_size))
     with TrajectoryWriter(out) as writer, Progress(console=err, transient=True) as progress:
-        task = progress.add_task(f"{env_id} · {policy}", total=episodes * group_size)
+        task = progress.add_task(f"{env_id} · {policy}", total=episodes)
 
         def done(traj: agentgym.Trajectory) -> None:
             writer.write(traj)

@@ -190,5 +190,6 @@ def make_gymnasium(env_id: str, render_mode: str | None = None, **kwargs: Any) -
 
 def register_in_gymnasium(spec: EnvSpec) -> None:
     """Register ``spec.id`` in Gymnasium's registry, pointing at :func:`make_gymnasium`."""
+    gymnasium.registry.pop(spec.id, None)  # agentgym's registry is the source of truth
     gymnasium.register(id=spec.id, entry_point="agentgym.gym_bridge:make_gymnasium",
                        kwargs={"env_id": spec.id})

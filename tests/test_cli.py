@@ -21,7 +21,7 @@ def test_envs_lists_builtins():
 
 def test_rollout_writes_jsonl(tmp_path):
     path = tmp_path / "r.jsonl"
-    out = agentgym("rollout", "agentgym/Arithmetic-v0", "--policy", "scripted", "--episodes", "3",
+    out = agentgym("rollout", "agentgym/Arithmetic-v0", "--policy", "scripted", "--episodes", "6",
                    "--group-size", "2", "--out", str(path))
     assert out.returncode == 0, out.stderr
     lines = [json.loads(line) for line in path.read_text().splitlines()]
@@ -36,6 +36,8 @@ def test_rollout_writes_jsonl(tmp_path):
         (["rollout", "agentgym/Arithmetic-v0", "--kw", "splt=test"], "did you mean 'split'"),
         (["rollout", "agentgym/Arithmetic-v0", "--policy", "smart"], "unknown policy 'smart'"),
         (["play", "agentgym/Arithmetic-v1"], "registered versions: ['agentgym/Arithmetic-v0']"),
+        (["rollout", "agentgym/Arithmetic-v0", "--episodes", "5", "--group-size", "2"],
+         "multiple of --group-size"),
     ],
 )
 def test_caller_mistakes_exit_2_with_a_clear_line(args, needle):

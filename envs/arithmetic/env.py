@@ -20,9 +20,9 @@ from fractions import Fraction
 from typing import Any, Literal
 
 import numpy as np
-from agentgym.envs.arithmetic.tasks import Problem, make_problem
 
 from agentgym.env import BaseEnv
+from agentgym.envs.arithmetic.tasks import Problem, make_problem
 from agentgym.errors import ConfigError
 from agentgym.tools import ToolBox, tool
 from agentgym.types import Message, StepResult, ToolCall

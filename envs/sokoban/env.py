@@ -32,10 +32,10 @@ import numpy as np
 
 from agentgym.env import BaseEnv
 from agentgym.tools import ToolBox, tool
-from agentgym.types import Message, StepResult
+from agentgym.types import Message, StepResult, ToolCall
 
 from .generator import check_params, generate
-from .level import Level, MoveOutcome, move
+from .level import Level, MoveOutcome, move, solve
 
 STEP_PENALTY = -0.1
 BOX_ON_TARGET_REWARD = 1.0
@@ -111,7 +111,8 @@ class SokobanEnv(BaseEnv):
     Args:
         size: The grid is ``size x size`` including the outer walls, in [5, 32].
         num_boxes: Boxes (and targets), at least 1 and at most a quarter of the interior.
-        max_steps_generation: Length of the reverse-play walk that scatters the boxes.
+        max_steps_generation: Backward pull attempts when generating a level (more
+            attempts scatter the boxes further from their targets).
 
     Raises:
         ConfigError: an argument is out of range (the message names the fix).
@@ -140,6 +141,7 @@ class SokobanEnv(BaseEnv):
         self._toolbox = ToolBox([up, down, left, right])
         self.tools = self._toolbox.specs
         self._level: Level | None = None
+        self._plan: tuple[Level, list[str]] | None = None  # expected level, moves left
 
     @property
     def level(self) -> Level:
@@ -159,6 +161,7 @@ class SokobanEnv(BaseEnv):
         if unknown:
             raise ValueError(f"expected reset options among ['level'], got {unknown}; fix: pass "
                              "options={'level': grid_text} for a fixed level, or no options")
+        self._plan = None
         if "level" in options:  # a hand-written level (tests, curricula)
             self._level = Level.from_text(options["level"])
             digest = hashlib.sha1(self._level.render().encode()).hexdigest()[:12]
@@ -187,12 +190,11 @@ class SokobanEnv(BaseEnv):
             board = self._board_text()
         else:  # the turn is dropped whole, so the board shown is the one before it
             reward = 0.0
-            messages = [_not_applied(m) if ok else m for m, ok in
-                        zip(outcome.messages, _succeeded(outcome.results, outcome.messages),
-                            strict=True)]
-            _, parse_errors = self._toolbox.calls_of(action)
-            notes = "".join(f"error: {e}\n" for e in parse_errors if outcome.calls)
-            board = f"{notes}No move was made this turn.\n{self._board_text()}"
+            # Calls that ran fine were undone: say so, rather than "moved" or "pushed".
+            messages = [_not_applied(m) if i < len(outcome.results) and m.role == "tool"
+                        and outcome.results[i] is not None else m
+                        for i, m in enumerate(outcome.messages)]
+            board = f"No move was made this turn.\n{self._board_text()}"
         if messages and messages[-1].role == "user":  # one user turn, not two in a row
             messages[-1] = Message("user", f"{messages[-1].content}\n\n{board}")
         else:
@@ -202,6 +204,24 @@ class SokobanEnv(BaseEnv):
                 "success": solved}
         return StepResult(tuple(messages), reward, terminated=solved, truncated=False, info=info)
 
+    def expert_action(self) -> Message:
+        """The next move of a shortest solution, as a tool call (the ``scripted`` policy).
+
+        Raises:
+            RuntimeError: before ``reset``, after the puzzle is solved, or when the BFS finds
+                no solution within its state budget (generated levels always have one).
+        """
+        level = self.level
+        if self._plan is None or self._plan[0] != level:  # the agent left the plan: replan
+            moves = solve(level)
+            if not moves:
+                raise RuntimeError("SokobanEnv.expert_action(): no move to make, the level is "
+                                   + ("solved" if moves == [] else "unsolvable or too large"))
+            self._plan = (level, moves)
+        direction, *rest = self._plan[1]
+        self._plan = (move(level, direction)[0], rest) if rest else None
+        return Message("assistant", "", tool_calls=(ToolCall("call_0", direction, {}),))
+
     def _board_text(self) -> str:
         level = self.level
         if level.solved:
@@ -210,13 +230,6 @@ class SokobanEnv(BaseEnv):
             status = (f"Boxes on target: {level.boxes_on_target} of {len(level.boxes)}. "
                       "Your move.")
         return f"Current board:\n{level.render()}\n{status}"
-
-
-def _succeeded(results: tuple[Any, ...], messages: tuple[Message, ...]) -> list[bool]:
-    """Which tool messages answer calls that ran (the move tools always return text)."""
-    if not results:  # no call was found: the only message is the ToolBox's hint
-        return [False] * len(messages)
-    return [r is not None for r in results]
 
 
 def _not_applied(message: Message) -> Message:

@@ -65,7 +65,7 @@ def generate(size: int, num_boxes: int, rng: np.random.Generator, max_steps: int
         size: The grid is ``size x size`` including the outer walls.
         num_boxes: Boxes (and targets) to place.
         rng: Source of all randomness.
-        max_steps: Length of the reverse-play walk; longer walks scatter boxes further.
+        max_steps: Backward pull attempts; more attempts scatter the boxes further.
 
     Raises:
         ConfigError: bad settings, or no level with a box off target was found in

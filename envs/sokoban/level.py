@@ -24,6 +24,7 @@ MoveOutcome = Literal["moved", "pushed", "blocked"]
 DIRECTIONS: dict[str, Pos] = {"up": (-1, 0), "down": (1, 0), "left": (0, -1), "right": (0, 1)}
 """Action name -> (row, col) offset."""
 
+
 @dataclass(frozen=True)
 class Level:
     """An immutable Sokoban state.
@@ -131,7 +132,12 @@ def move(level: Level, direction: str) -> tuple[Level, MoveOutcome]:
     Returns:
         The new level and what happened: ``moved``, ``pushed`` (a box moved) or
         ``blocked`` (wall, or a box that cannot move; the level is unchanged).
+
+    Raises:
+        ValueError: ``direction`` is not one of :data:`DIRECTIONS`.
     """
+    if direction not in DIRECTIONS:
+        raise ValueError(f"expected a direction in {list(DIRECTIONS)}, got {direction!r}")
     player, boxes, outcome = _advance(level, level.player, level.boxes, direction)
     return replace(level, player=player, boxes=boxes), outcome
 

@@ -6,10 +6,10 @@ import json
 
 import numpy as np
 import pytest
-from agentgym.envs.sokoban import Level, SokobanEnv, generate, move, solve
 
 import agentgym
 from agentgym import ConfigError, EnvArgumentError, Message, StepResult, ToolCall
+from agentgym.envs.sokoban import Level, SokobanEnv, generate, move, solve
 
 # P at (1, 1); one box two cells right of it; the target at the end of the corridor.
 CORRIDOR = """
@@ -216,6 +216,29 @@ async def test_registered_env_truncates_after_forty_turns() -> None:
     results = [await env.step(act("up")) for _ in range(40)]
     assert not any(r.done for r in results[:-1]) and results[-1].truncated
     assert not results[-1].terminated and results[-1].info["success"] is False
+
+
+async def test_expert_action_solves_through_the_registered_env_and_replans() -> None:
+    env = agentgym.make("agentgym/Sokoban-v0")
+    await env.reset(seed=6)
+    first = env.expert_action().tool_calls[0].name
+    detour = await env.step(act("right" if first == "left" else "left"))
+    assert detour.observation[0].content.endswith("moved")  # a walk, so still solvable
+    for _ in range(39):
+        result = await env.step(env.expert_action())
+        if result.done:
+            break
+    assert result.terminated and result.info["success"] is True
+    with pytest.raises(RuntimeError, match="solved"):
+        env.expert_action()
+
+
+async def test_passes_the_contract_checker_with_a_real_solution() -> None:
+    probe = SokobanEnv()
+    await probe.reset(seed=0)
+    solution = [act(d) for d in solve(probe.level)]
+    ran = await agentgym.check_env(agentgym.make("agentgym/Sokoban-v0"), actions=solution)
+    assert "determinism" in ran and "agent mistakes are observations" in ran
 
 
 @pytest.mark.parametrize(("kwargs", "match"), [
