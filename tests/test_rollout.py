@@ -46,8 +46,9 @@ async def test_env_fault_becomes_error_trajectory_and_batch_goes_on():
 
 
 async def test_episode_timeout_is_an_error():
-    traj = await run_episode(_Slow(), RandomPolicy(0), seed=0, group_id="g", time_limit=0.2)
-    assert traj.status == "error" and "timed out" in traj.error and traj.task_id == "boom"
+    traj = await run_episode(_Slow(), RandomPolicy(0), seed=0, group_id="g",
+                             config=RolloutConfig(step_timeout=0.2))
+    assert traj.status == "error" and "timeout" in traj.error and traj.task_id == "boom"
 
 
 class _Endless(BaseEnv):
@@ -59,5 +60,6 @@ class _Endless(BaseEnv):
 
 
 async def test_max_steps_truncates_and_outcome_sums_rewards():
-    traj = await run_episode(_Endless(), RandomPolicy(0), seed=0, group_id="g", max_steps=4)
+    traj = await run_episode(_Endless(), RandomPolicy(0), seed=0, group_id="g",
+                             config=RolloutConfig(max_steps=4))
     assert traj.status == "truncated" and len(traj.steps) == 4 and traj.outcome_reward == 2.0

