@@ -165,7 +165,9 @@ class Tool:
         fn: The function (sync or async). A parameter named ``state`` receives the
             episode's state object and is hidden from the model.
         spec: Name, description and JSON-schema parameters.
-        timeout: Seconds one call may take.
+        timeout: Seconds one call may take. An async tool is cancelled when it runs over;
+            a sync tool runs on the event loop and cannot be interrupted, so a tool that may
+            block should be async (e.g. wrap the work in ``asyncio.to_thread``).
     """
 
     fn: Callable[..., Any]
@@ -218,7 +220,8 @@ class ToolOutcome:
     """What running an assistant message's tool calls gave.
 
     Attributes:
-        messages: One tool message per call (or one user message when there was no call).
+        messages: One tool message per call, then one user message naming the blocks that
+            could not be parsed, if any (only that message when there was no call).
         calls: The calls that were run, in order.
         valid: False when any call failed to parse, validate or run.
         results: Return values of the calls that ran (``None`` for failed calls).
@@ -244,6 +247,11 @@ class ToolBox:
     def __init__(self, tools: Iterable[Tool | Callable[..., Any]], *,
                  parser: Sequence[str] = ("hermes", "action", "json"),
                  max_output_chars: int = 8_000, max_calls: int = 8) -> None:
+        from agentgym.parsing import FORMATS
+
+        unknown = [f for f in parser if f not in FORMATS]
+        if unknown:
+            raise ConfigError(f"unknown tool-call formats {unknown}; choose from {FORMATS}")
         self.tools: dict[str, Tool] = {}
         for t in map(as_tool, tools):
             if t.name in self.tools:
@@ -288,13 +296,18 @@ class ToolBox:
             valid &= ok
             results.append(value)
             messages.append(Message("tool", text, tool_call_id=call.id, name=call.name))
+        if errors:  # blocks that could not be read are agent mistakes too: say so
+            messages.append(Message("user", "error: " + "; ".join(errors)))
         return ToolOutcome(tuple(messages), tuple(calls), valid, tuple(results))
 
     async def _run_one(self, call: ToolCall, state: Any) -> tuple[str, bool, Any]:
         t = self.tools.get(call.name)
         if t is None:
-            return (f"error: unknown tool {call.name!r}{did_you_mean(call.name, self.tools)} "
-                    f"Available tools: {sorted(self.tools)}", False, None)
+            return (f"error: unknown tool {call.name!r}{did_you_mean(call.name, self.tools) or '.'}"
+                    f" Available tools: {sorted(self.tools)}", False, None)
+        if not isinstance(call.arguments, Mapping):  # e.g. a backend passed the raw JSON text
+            return (f"error: the arguments of {call.name} must be a JSON object, got "
+                    f"{type(call.arguments).__name__}", False, None)
         problems = sorted(self._validators[call.name].iter_errors(dict(call.arguments)),
                           key=lambda e: list(e.path))
         if problems:
@@ -322,8 +335,11 @@ class ToolBox:
         else:
             try:
                 text = json.dumps(value, ensure_ascii=False, default=str)
-            except (TypeError, ValueError):
-                text = repr(value)
+            except Exception:  # circular, too deep, or a __str__ that raises
+                try:
+                    text = repr(value)
+                except Exception:
+                    text = f"<{type(value).__name__} object>"
         return clean_text(text, self.max_output_chars)
 
 
@@ -333,7 +349,8 @@ def _strict(parameters: Mapping[str, Any]) -> dict[str, Any]:
     def fix(node: Any) -> Any:
         if isinstance(node, dict):
             node = {k: fix(v) for k, v in node.items()}
-            if node.pop("nullable", False):
+            if node.get("nullable") is True:  # not a parameter named "nullable"
+                del node["nullable"]
                 node = {"anyOf": [node, {"type": "null"}]}
             return node
         if isinstance(node, list):

@@ -418,8 +418,14 @@ class Trajectory:
         )
 
     def to_json(self) -> str:
-        """One JSONL line (no trailing newline)."""
-        return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":"))
+        """One JSONL line (no trailing newline), always encodable as UTF-8."""
+        data = self.to_dict()
+        line = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+        try:
+            line.encode("utf-8")
+        except UnicodeEncodeError:  # lone surrogates: escape them (they still round-trip)
+            line = json.dumps(data, separators=(",", ":"))
+        return line
 
     @classmethod
     def from_json(cls, line: str) -> Trajectory:

@@ -75,7 +75,7 @@ class Wrapper:
         await self.aclose()
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
+        if name.startswith("_") or name == "env":  # "env" unset: not yet initialised
             raise AttributeError(name)
         return getattr(self.env, name)
 

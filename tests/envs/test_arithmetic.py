@@ -1,10 +1,10 @@
 import numpy as np
 import pytest
-from agentgym.envs.arithmetic import evaluate
-from agentgym.envs.arithmetic.tasks import TEMPLATES
 
 import agentgym
 from agentgym import Message, ToolCall
+from agentgym.envs.arithmetic import evaluate
+from agentgym.envs.arithmetic.tasks import TEMPLATES
 from agentgym.errors import ConfigError
 
 
