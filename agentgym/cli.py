@@ -104,20 +104,27 @@ async def _play(env_id: str, seed: int, kwargs: dict[str, Any]) -> None:
 @app.command()
 def rollout(
     env_id: Annotated[str, typer.Argument(help="A registered env id.")],
-    policy: Annotated[str, typer.Option(help="random | scripted")] = "random",
+    policy: Annotated[str, typer.Option(
+        help="random | scripted | smollm2 | hf:PATH | openai:URL")] = "random",
     episodes: Annotated[int, typer.Option(help="Episodes in all (tasks × group size).")] = 8,
     group_size: Annotated[int, typer.Option(help="Rollouts per task (same seed).")] = 1,
     seed: Annotated[int, typer.Option(help="First task seed.")] = 0,
-    concurrency: Annotated[int, typer.Option(help="Episodes in flight.")] = 16,
+    concurrency: Annotated[int, typer.Option(help="Episodes in flight.")] = 64,
     out: Annotated[Path, typer.Option(help="Trajectory JSONL file.")] = Path(
         "runs/rollout.jsonl"),
+    model: Annotated[str | None, typer.Option(help="Model name for openai: policies.")] = None,
+    temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = 1.0,
+    max_tokens: Annotated[int, typer.Option(help="Most tokens per policy call.")] = 256,
+    context: Annotated[str, typer.Option(help="full | window")] = "full",
+    history_length: Annotated[int, typer.Option(help="K for --context window.")] = 2,
     kw: KwOption = None,
 ) -> None:
-    """Run episodes with a model-free policy and write trajectories to JSONL."""
+    """Run episodes with a policy and write trajectories to JSONL."""
     from rich.progress import Progress
 
+    from agentgym.context import ContextConfig
     from agentgym.jsonl import TrajectoryWriter
-    from agentgym.policies import make_policy
+    from agentgym.policies import SamplingParams, make_agent
     from agentgym.rollout import RolloutConfig, run_groups
 
     kwargs = _kwargs(kw)
@@ -125,8 +132,13 @@ def rollout(
         raise typer.BadParameter(
             f"--episodes ({episodes}) must be a positive multiple of --group-size ({group_size})",
             param_hint="--episodes")
-    agentgym.make(env_id, **kwargs)  # fail fast on a bad id or kwargs, before any episode
-    actor = make_policy(policy, seed)
+    # Fail fast on a bad id, kwargs or policy, before loading a model or starting episodes.
+    probe = agentgym.make(env_id, **kwargs)
+    sampling = SamplingParams(temperature=temperature, max_tokens=max_tokens)
+    ctx = ContextConfig(mode=context, history_length=history_length)  # type: ignore[arg-type]
+    agent = make_agent(policy, seed=seed, sampling=sampling, context=ctx, model=model)
+    if policy in ("random", "scripted"):
+        agent.start([], probe)
     config = RolloutConfig(group_size=group_size, concurrency=concurrency)
     seeds = list(range(seed, seed + episodes // group_size))
     with TrajectoryWriter(out) as writer, Progress(console=err, transient=True) as progress:
@@ -136,9 +148,62 @@ def rollout(
             writer.write(traj)
             progress.advance(task)
 
-        trajs = asyncio.run(run_groups(lambda: agentgym.make(env_id, **kwargs), actor, seeds,
-                                       config, env_id=env_id, on_done=done))
+        async def main() -> list[agentgym.Trajectory]:
+            backend = getattr(agent, "policy", None)
+            if hasattr(backend, "check"):  # a dead endpoint: one clear error, not N error rows
+                await backend.check()
+            try:
+                return await run_groups(lambda: agentgym.make(env_id, **kwargs), agent, seeds,
+                                        config, env_id=env_id, on_done=done)
+            finally:
+                if backend is not None:
+                    await backend.aclose()
+
+        trajs = asyncio.run(main())
     _summary(trajs, out)
+
+
+@app.command()
+def serve(
+    model: Annotated[str, typer.Argument(
+        help="smollm2 (the embedded model) or a local Hugging Face checkpoint folder.")
+    ] = "smollm2",
+    host: Annotated[str, typer.Option(
+        help="Interface to bind; 0.0.0.0 exposes the server to the network.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
+    model_name: Annotated[str | None, typer.Option(
+        help="Model id clients send (default: MODEL).")] = None,
+    device: Annotated[str, typer.Option(help="Torch device (cpu, cuda, cuda:1).")] = "cpu",
+    dtype: Annotated[str, typer.Option(help="float32 | bfloat16 | float16")] = "float32",
+    max_batch_size: Annotated[int, typer.Option(help="Most requests decoded together.")] = 64,
+) -> None:
+    """Serve a transformers model with the OpenAI API, exact token ids and log-probs included.
+
+    Clients: ``agentgym rollout ENV --policy openai:http://HOST:PORT/v1 --model NAME``, vLLM
+    style clients, or the ``openai`` package. Ctrl-C stops the server.
+    """
+    from agentgym.policies.hf import TransformersPolicy
+    from agentgym.serve import serve as run_server
+
+    name = model_name or model.removeprefix("hf:")
+    policy = TransformersPolicy.load(model.removeprefix("hf:"), device=device, dtype=dtype,
+                                     max_batch_size=max_batch_size)
+
+    def ready(url: str) -> None:
+        console.print(f"serving [bold]{name}[/bold] at [cyan]{url}[/cyan] (Ctrl-C stops)")
+        console.print(f"[dim]try: agentgym rollout ENV --policy openai:{url} --model {name}[/dim]",
+                      soft_wrap=True)
+
+    async def main() -> None:
+        try:
+            await run_server(policy, host, port, model_name=name, on_ready=ready)
+        finally:
+            await policy.aclose()
+
+    try:
+        asyncio.run(main())
+    except KeyboardInterrupt:
+        console.print("stopped")
 
 
 def _summary(trajs: list[agentgym.Trajectory], out: Path) -> None:

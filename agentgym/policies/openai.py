@@ -3,7 +3,8 @@
 Two modes:
 
 - ``chat`` posts the conversation to ``/chat/completions``; the server renders it with its
-  chat template and may parse tool calls itself.
+  chat template and may parse tool calls itself. A request's ``prompt_ids`` are not sent:
+  the completion's ``prompt_ids`` are the ones the server reports it used.
 - ``completions`` posts token ids to ``/completions`` (vLLM and ``agentgym serve`` accept a
   list of ids as ``prompt``): the request's ``prompt_ids`` when the caller built them,
   otherwise the conversation rendered and tokenized here with ``tokenizer``. Sending ids, not
@@ -26,8 +27,6 @@ import asyncio
 import json
 import random
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from typing import Any, Literal
 
 import aiohttp
@@ -344,20 +343,11 @@ def _error_message(body: bytes) -> str:
 
 
 def _retry_after(value: str | None) -> float | None:
-    """Seconds to wait from a ``Retry-After`` header (seconds or an HTTP date)."""
-    if not value:
-        return None
+    """Seconds to wait from a ``Retry-After`` header in seconds form (LLM servers' form)."""
     try:
-        return max(0.0, float(value))
+        return max(0.0, float(value)) if value else None
     except ValueError:
-        pass
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - datetime.now(UTC)).total_seconds())
+        return None  # the HTTP-date form: fall back to our own backoff
 
 
 def _first_choice(data: Mapping[str, Any], url: str) -> Mapping[str, Any]:
@@ -377,16 +367,19 @@ def _finish(raw: object) -> FinishReason:
 def _ints(value: object, what: str, url: str) -> tuple[int, ...]:
     if value is None:
         return ()
-    if not isinstance(value, list) or not all(
-            isinstance(v, int) and not isinstance(v, bool) for v in value):
+    if not isinstance(value, list) or not all(_is(v, int) for v in value):
         raise BackendError(f"{url} answered {what} that is not a list of ints", url=url)
     return tuple(value)
 
 
 def _floats(value: list[Any], what: str, url: str) -> tuple[float, ...]:
-    if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in value):
+    if not all(_is(v, int | float) for v in value):
         raise BackendError(f"{url} answered {what} holding non-numbers", url=url)
     return tuple(float(v) for v in value)
+
+
+def _is(value: object, kind: Any) -> bool:
+    return isinstance(value, kind) and not isinstance(value, bool)
 
 
 def _completion(choice: Mapping[str, Any], data: Mapping[str, Any], url: str, text: str,
@@ -404,7 +397,7 @@ def _completion(choice: Mapping[str, Any], data: Mapping[str, Any], url: str, te
     return Completion(text=text, prompt_ids=prompt_ids, completion_ids=completion_ids,
                       logprobs=logprobs, finish_reason=_finish(choice.get("finish_reason")),
                       tool_calls=tool_calls,
-                      policy_version=version if isinstance(version, int) else None)
+                      policy_version=version if _is(version, int) else None)
 
 
 def _parse_chat(data: Mapping[str, Any], url: str) -> Completion:
@@ -417,7 +410,8 @@ def _parse_chat(data: Mapping[str, Any], url: str) -> Completion:
         raise BackendError(f"{url} answered message content of type "
                            f"{type(content).__name__}; expected a string", url=url)
     calls, content = _tool_calls(message.get("tool_calls"), content, url)
-    entries = (choice.get("logprobs") or {}).get("content") or []
+    lp = choice.get("logprobs") or {}
+    entries = (lp.get("content") or []) if isinstance(lp, Mapping) else None
     if not isinstance(entries, list) or not all(isinstance(e, Mapping) for e in entries):
         raise BackendError(f"{url} answered logprobs.content that is not a list of objects",
                            url=url)

@@ -91,12 +91,3 @@ class _Episode:
 
     def observe(self, observation: Sequence[Message]) -> None:
         pass
-
-
-def make_policy(name: str, seed: int | None = None) -> Any:
-    """A model-free agent by name: ``random`` or ``scripted``."""
-    if name == "random":
-        return RandomPolicy(seed)
-    if name == "scripted":
-        return ScriptedPolicy()
-    raise ConfigError(f"unknown policy {name!r}; choose 'random' or 'scripted'")
