@@ -206,6 +206,82 @@ def serve(
         console.print("stopped")
 
 
+@app.command()
+def advantages(
+    trajectories: Annotated[Path, typer.Argument(
+        exists=True, dir_okay=False,
+        help="Trajectory JSONL: agentgym's own lines or the minimal form.")],
+    estimator: Annotated[str, typer.Option(
+        help="Estimator name (grpo, rloo, gigpo, ...); a wrong one lists the registered.")],
+    set_: Annotated[list[str] | None, typer.Option(
+        "--set", help="Estimator option as key=value (gamma=0.95, mode=mean_norm); "
+                      "repeatable.")] = None,
+) -> None:
+    """Compute per-step advantages; print one JSON line per scorable trajectory.
+
+    Each line is {"id": ..., "advantages": one float per step}; error trajectories get no
+    line. The minimal input form (id, group_id, status, outcome_reward, steps with
+    state_key, reward, valid) is described in ``agentgym.trainers.advantages``.
+    """
+    from agentgym.trainers.advantages import (
+        advantages_jsonl,
+        get_estimator,
+        load_minimal,
+        options_class,
+        parse_options,
+    )
+
+    pairs: dict[str, str] = {}
+    for pair in set_ or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise typer.BadParameter(f"expected key=value, got {pair!r}", param_hint="--set")
+        pairs[key.strip()] = value.strip()
+    estimate = get_estimator(estimator, **parse_options(options_class(estimator), pairs))
+    for line in advantages_jsonl(load_minimal(trajectories), estimate):
+        sys.stdout.write(line + "\n")
+
+
+@app.command()
+def train(
+    config: Annotated[Path | None, typer.Argument(
+        help="Training config YAML (see examples/); omitted = all defaults.")] = None,
+    overrides: Annotated[list[str] | None, typer.Argument(
+        help="Dotted overrides, e.g. optim.lr=3e-6 rollout.group_size=8.")] = None,
+    resume: Annotated[bool, typer.Option(help="Continue from the run's latest checkpoint.")
+                      ] = False,
+) -> None:
+    """Train a policy with group-based RL; metrics, checkpoints and config go to run_dir."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from agentgym.trainers.config import load_config
+
+    cfg = load_config(config, overrides or [])
+    from agentgym.trainers.loop import train as run_training  # imports torch
+
+    columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/"
+               "{task.total}"), TimeElapsedColumn())
+    with Progress(*columns, console=err) as progress:
+        run_dir = run_training(cfg, resume=resume, progress=progress)
+    _train_summary(run_dir)
+
+
+def _train_summary(run_dir: Path) -> None:
+    from agentgym.trainers.metrics import read_metrics
+
+    rows = read_metrics(run_dir)
+    table = Table(title=f"training run {run_dir}")
+    for col in ("step", "reward", "success", "eval success", "loss", "seconds"):
+        table.add_column(col, justify="right")
+    for r in rows:
+        table.add_row(str(r["step"]), f"{r.get('reward_mean', float('nan')):.3f}",
+                      f"{r.get('success_rate', float('nan')):.0%}",
+                      f"{r['eval/success_rate']:.0%}" if "eval/success_rate" in r else "",
+                      f"{r.get('loss', float('nan')):.4f}",
+                      f"{r.get('rollout_s', 0) + r.get('update_s', 0):.0f}")
+    console.print(table)
+
+
 def _summary(trajs: list[agentgym.Trajectory], out: Path) -> None:
     ok = [t for t in trajs if t.scorable]
     steps = [s for t in ok for s in t.steps]

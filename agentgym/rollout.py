@@ -17,7 +17,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from agentgym.context import ContextConfig, ContextLimitExceeded, make_context
@@ -81,20 +81,33 @@ class LMAgent:
     policy: Policy
     context: ContextConfig = field(default_factory=ContextConfig)
     sampling: SamplingParams = field(default_factory=SamplingParams)
+    _started: int = field(default=0, init=False, repr=False)
 
     def start(self, prompt: Sequence[Message], env: Env) -> _LMEpisode:
-        """A new episode with its own context."""
+        """A new episode with its own context (and its own sampling seeds, when seeded)."""
+        self._started += 1
         return _LMEpisode(self, make_context(self.context, getattr(self.policy, "tokenizer", None),
-                                             prompt, env.tools))
+                                             prompt, env.tools), self._started)
 
 
 class _LMEpisode:
-    def __init__(self, agent: LMAgent, context: object) -> None:
-        self.agent, self.context = agent, context
+    def __init__(self, agent: LMAgent, context: object, number: int) -> None:
+        self.agent, self.context, self.number = agent, context, number
         self.last: Completion | None = None
+        self.calls = 0
+
+    def _params(self) -> SamplingParams:
+        # Rollouts of one group share a prompt: each call needs its own seed, or a seeded
+        # run would sample the same completion G times. Episodes start in a fixed order.
+        base = self.agent.sampling
+        if base.seed is None:
+            return base
+        self.calls += 1
+        seed = ((base.seed * 1_000_003 + self.number) * 4099 + self.calls) % (2**63 - 1)
+        return replace(base, seed=seed)
 
     async def act(self) -> tuple[Message, StepTokens | None]:
-        request = self.context.request(self.agent.sampling)  # type: ignore[attr-defined]
+        request = self.context.request(self._params())  # type: ignore[attr-defined]
         (self.last,) = await self.agent.policy.generate([request])
         tokens = self.last.tokens()
         if tokens is None and request.prompt_ids and self.last.completion_ids:

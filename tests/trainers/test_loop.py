@@ -1,0 +1,101 @@
+"""The training loop end to end on a tiny random model saved as a local checkpoint folder."""
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from agentgym.errors import ConfigError
+from agentgym.policies.models import tiny_model
+from agentgym.trainers.config import TrainConfig, from_dict, load_config
+from agentgym.trainers.loop import build, train
+
+
+@pytest.fixture(scope="session")
+def tiny_dir(tmp_path_factory, smollm2_tokenizer):
+    path = tmp_path_factory.mktemp("tiny-model")
+    tiny_model(tokenizer=smollm2_tokenizer, hidden_size=32, layers=1, heads=2).save_pretrained(path)
+    smollm2_tokenizer.save_pretrained(path)
+    return path
+
+
+def config(tmp_path, tiny_dir, **over):
+    data = {
+        "run_dir": str(tmp_path / "run"), "steps": 2, "save_every": 1, "tensorboard": False,
+        "env": {"id": "agentgym/Sokoban-v0", "max_turns": 2},
+        "model": {"path": str(tiny_dir)},
+        "rollout": {"tasks_per_step": 2, "group_size": 2, "max_tokens": 6},
+        "optim": {"lr": 1e-3},
+    }
+    for key, value in over.items():
+        section, _, leaf = key.partition("__")
+        if leaf:
+            data.setdefault(section, {})[leaf] = value
+        else:
+            data[section] = value
+    return from_dict(TrainConfig, data)
+
+
+def params_of(run_dir, step):
+    return load_file(run_dir / "checkpoints" / f"step-{step:06d}" / "model.safetensors")
+
+
+def test_two_updates_move_every_parameter(tmp_path, tiny_dir):
+    cfg = config(tmp_path, tiny_dir)
+    before = {n: p.clone() for n, p in build(cfg).model.named_parameters()}
+    import shutil
+
+    shutil.rmtree(cfg.run_dir)
+    run = train(cfg)
+    after = params_of(run, 2)
+    assert set(after) == set(before)
+    unchanged = [n for n, p in after.items() if torch.equal(p, before[n])]
+    assert unchanged == []
+    rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2]
+    for r in rows:
+        assert all(torch.isfinite(torch.tensor(r[k])) for k in ("loss", "grad_norm"))
+        assert r["samples"] > 0 and r["policy_version"] == r["step"]
+    assert (run / "config.yaml").exists()
+
+
+def test_resume_continues_exactly(tmp_path, tiny_dir):
+    straight = train(config(tmp_path / "a", tiny_dir, steps=4))
+    first = config(tmp_path / "b", tiny_dir, steps=2)
+    train(first)
+    resumed = train(config(tmp_path / "b", tiny_dir, steps=4), resume=True)
+    a, b = params_of(straight, 4), params_of(resumed, 4)
+    for name in a:
+        assert torch.allclose(a[name], b[name], atol=1e-6), name
+
+
+def test_lora_trains_only_adapters(tmp_path, tiny_dir):
+    cfg = config(tmp_path, tiny_dir, model={"path": str(tiny_dir), "lora": {"enabled": True,
+                                                                              "r": 4}})
+    run = train(cfg)
+    saved = params_of(run, 2)
+    assert saved and all("lora_" in name for name in saved)
+
+
+def test_existing_run_needs_resume_and_missing_run_cannot_resume(tmp_path, tiny_dir):
+    cfg = config(tmp_path, tiny_dir, steps=1)
+    with pytest.raises(ConfigError, match="no checkpoint"):
+        build(cfg, resume=True)
+    train(cfg)
+    with pytest.raises(ConfigError, match="--resume"):
+        build(cfg)
+
+
+def test_config_errors_name_the_fix(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("optim:\n  lrr: 0.1\n")
+    with pytest.raises(ConfigError, match="did you mean 'lr'"):
+        load_config(path)
+    with pytest.raises(ConfigError, match="rollout.group_size must be >= 2"):
+        load_config(None, ["rollout.group_size=1"])
+    with pytest.raises(ConfigError, match="optim.lr must be float"):
+        load_config(None, ["optim.lr=fast"])
+    with pytest.raises(ConfigError, match="must be one of"):
+        load_config(None, ["loss.aggregation=sum"])
+    assert load_config(None, ["optim.lr=3e-6", "env.kwargs={size: 7}"]).env.kwargs == {"size": 7}

@@ -1,0 +1,95 @@
+"""Checkpoints that resume a run exactly.
+
+A checkpoint is a folder ``<run_dir>/checkpoints/step-<N>/`` holding:
+
+- ``model.safetensors``: the trainable parameters (every weight, or only the LoRA adapters);
+- ``optimizer.pt``: the optimizer state;
+- ``state.json``: the step, the data position (next training seed) and the metrics so far;
+- ``rng.pt``: Python, numpy and torch random states.
+
+It is written to a temporary folder and renamed into place, so a run killed mid-save leaves
+the previous checkpoint intact; ``latest()`` finds the newest complete one.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+
+MARKER = "state.json"  # written last: a folder without it is incomplete
+
+
+@dataclass(frozen=True)
+class TrainState:
+    """Where a run stands.
+
+    Attributes:
+        step: Training steps completed.
+        next_seed: The next training task seed (the data position).
+    """
+
+    step: int
+    next_seed: int
+
+
+def trainable_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The parameters that train (all of them, or only the LoRA adapters), contiguous."""
+    return {n: p.detach().contiguous().cpu() for n, p in model.named_parameters()
+            if p.requires_grad}
+
+
+def save(run_dir: Path, state: TrainState, model: torch.nn.Module,
+         optimizer: torch.optim.Optimizer, keep: int = 2) -> Path:
+    """Write a checkpoint atomically; keep the newest ``keep`` ones."""
+    root = Path(run_dir) / "checkpoints"
+    final = root / f"step-{state.step:06d}"
+    tmp = root / f".tmp-step-{state.step:06d}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    save_file(trainable_state(model), tmp / "model.safetensors")
+    torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+    torch.save({"python": random.getstate(), "numpy": np.random.get_state(),
+                "torch": torch.get_rng_state()}, tmp / "rng.pt")
+    (tmp / MARKER).write_text(json.dumps({"step": state.step, "next_seed": state.next_seed}))
+    shutil.rmtree(final, ignore_errors=True)
+    tmp.rename(final)
+    for old in sorted(p for p in root.glob("step-*") if (p / MARKER).exists())[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def latest(run_dir: Path) -> Path | None:
+    """The newest complete checkpoint folder, or None."""
+    done = sorted(p for p in (Path(run_dir) / "checkpoints").glob("step-*")
+                  if (p / MARKER).exists())
+    return done[-1] if done else None
+
+
+def load(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> TrainState:
+    """Restore parameters, optimizer and random states; returns where the run stands."""
+    path = Path(path)
+    weights = load_file(path / "model.safetensors")
+    params = dict(model.named_parameters())
+    missing = sorted(set(weights) ^ {n for n, p in params.items() if p.requires_grad})
+    if missing:
+        raise ValueError(
+            f"checkpoint {path} does not match the model: parameters {missing[:5]} differ; "
+            "resume with the same model and LoRA settings as the run that saved it")
+    with torch.no_grad():
+        for name, value in weights.items():
+            params[name].copy_(value)
+    optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=False))
+    rng: dict[str, Any] = torch.load(path / "rng.pt", weights_only=False)
+    random.setstate(rng["python"])
+    np.random.set_state(rng["numpy"])
+    torch.set_rng_state(rng["torch"])
+    meta = json.loads((path / MARKER).read_text())
+    return TrainState(step=int(meta["step"]), next_seed=int(meta["next_seed"]))

@@ -1,0 +1,298 @@
+"""Training configuration: nested frozen dataclasses, one YAML file, dotted overrides.
+
+The YAML file maps 1:1 onto :class:`TrainConfig` (sections are nested mappings, every key a
+field). Overrides on the command line use dotted paths: ``optim.lr=3e-6``,
+``rollout.group_size=8``. Unknown keys and wrongly typed values raise
+:class:`~agentgym.errors.ConfigError` naming the field, what was expected and the closest
+valid key. The resolved config is written to ``<run_dir>/config.yaml``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, get_args, get_origin
+
+import yaml
+
+from agentgym.errors import ConfigError, did_you_mean
+
+
+@dataclass(frozen=True)
+class EnvConfig:
+    """Which env to train on, and which tasks."""
+
+    id: str = "agentgym/Arithmetic-v0"
+    """Registered env id."""
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments for ``agentgym.make``."""
+    max_turns: int | None = None
+    """Override of the env's turn limit (None keeps the registered one)."""
+    first_seed: int = 0
+    """Training tasks are seeds first_seed, first_seed + 1, ... in order."""
+    eval_seeds: int = 0
+    """Held-out tasks evaluated before training and every ``eval_every`` steps (0 = none)."""
+    eval_first_seed: int = 1_000_000
+    """First held-out seed (kept far from the training seeds)."""
+
+
+@dataclass(frozen=True)
+class LoraConfig:
+    """Low-rank adapters via peft (only the adapters train)."""
+
+    enabled: bool = False
+    """Train LoRA adapters instead of every weight."""
+    r: int = 16
+    """Adapter rank."""
+    alpha: int = 32
+    """Adapter scaling numerator (scale = alpha / r)."""
+    dropout: float = 0.0
+    """Dropout on the adapter input."""
+    target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
+    """Module names that get adapters."""
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """The policy model."""
+
+    path: str = "smollm2"
+    """``smollm2`` (the embedded model) or a local Hugging Face model folder."""
+    device: str = "cpu"
+    """Torch device for training and generation."""
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    """Weights dtype."""
+    lora: LoraConfig = field(default_factory=LoraConfig)
+    """Low-rank adapters."""
+    max_batch_size: int = 64
+    """Most generation requests decoded together."""
+
+
+@dataclass(frozen=True)
+class RolloutSection:
+    """How trajectories are collected each step."""
+
+    tasks_per_step: int = 4
+    """Tasks (groups) per training step."""
+    group_size: int = 4
+    """Rollouts per task."""
+    concurrency: int = 64
+    """Episodes in flight."""
+    temperature: float = 1.0
+    """Sampling temperature (the loss uses the same one)."""
+    top_p: float = 1.0
+    """Nucleus sampling mass (keep 1.0: recorded log-probs ignore it)."""
+    max_tokens: int = 64
+    """Most tokens per policy call."""
+    context: Literal["full", "window"] = "full"
+    """Context manager."""
+    history_length: int = 2
+    """K for the window context (HGPO reads it too)."""
+    max_prompt_tokens: int = 4096
+    """Longer prompts end the episode as truncated."""
+    step_timeout: float = 300.0
+    """Seconds per policy call or env step before the episode is an error."""
+
+
+@dataclass(frozen=True)
+class AlgorithmConfig:
+    """Credit assignment."""
+
+    estimator: str = "grpo"
+    """Advantage estimator name (``agentgym advantages --help`` lists them)."""
+    options: dict[str, Any] = field(default_factory=dict)
+    """Estimator options (gamma, invalid_penalty, mode, ...)."""
+    drop_zero_variance_groups: bool = False
+    """Skip groups whose rollouts all scored the same (dynamic sampling); kept by default
+    because invalid-action penalties still give their steps a signal."""
+    max_error_rate: float = 0.5
+    """Stop when more than this share of a step's trajectories errored."""
+
+
+@dataclass(frozen=True)
+class LossSection:
+    """PPO-clip loss (spec §8)."""
+
+    clip_low: float = 0.2
+    """ε_low."""
+    clip_high: float = 0.2
+    """ε_high (0.28 for clip-higher)."""
+    aggregation: Literal["token_mean", "seq_mean"] = "token_mean"
+    """How token losses are averaged."""
+    kl_coef: float = 0.0
+    """Coefficient of the k3 KL to the initial (reference) policy; 0 disables it."""
+    entropy_coef: float = 0.0
+    """Entropy bonus coefficient."""
+    recompute_logprobs: bool = False
+    """Recompute π_old with a forward pass instead of using the sampling-time log-probs."""
+
+
+@dataclass(frozen=True)
+class OptimConfig:
+    """Optimizer and update schedule."""
+
+    lr: float = 1e-5
+    """AdamW learning rate."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    grad_clip: float = 1.0
+    """Max global grad norm (0 disables clipping)."""
+    epochs: int = 1
+    """Passes over each step's samples."""
+    mini_batches: int = 1
+    """Optimizer steps per epoch (the samples are split into this many parts)."""
+    max_tokens_per_micro_batch: int = 4096
+    """Padded tokens per forward pass (gradient accumulation does the rest)."""
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """A training run."""
+
+    run_dir: str = "runs/train"
+    """Where checkpoints, metrics and the resolved config go."""
+    seed: int = 0
+    """Seeds torch, numpy and sampling."""
+    steps: int = 10
+    """Training steps (collect → update)."""
+    save_every: int = 5
+    """Checkpoint every this many steps (and at the end)."""
+    eval_every: int = 0
+    """Evaluate on held-out seeds every this many steps (0 = only before and after)."""
+    tensorboard: bool = True
+    """Also write TensorBoard event files."""
+    env: EnvConfig = field(default_factory=EnvConfig)
+    """The environment."""
+    model: ModelConfig = field(default_factory=ModelConfig)
+    """The policy model."""
+    rollout: RolloutSection = field(default_factory=RolloutSection)
+    """Trajectory collection."""
+    algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
+    """Credit assignment."""
+    loss: LossSection = field(default_factory=LossSection)
+    """The loss."""
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    """The optimizer."""
+
+    def __post_init__(self) -> None:
+        checks = [
+            (self.steps >= 1, "steps must be >= 1"),
+            (self.rollout.group_size >= 2 or self.algorithm.estimator not in ("grpo", "rloo"),
+             f"rollout.group_size must be >= 2 for a group baseline, got "
+             f"{self.rollout.group_size}; set rollout.group_size=4"),
+            (self.rollout.tasks_per_step >= 1, "rollout.tasks_per_step must be >= 1"),
+            (self.optim.lr > 0, f"optim.lr must be > 0, got {self.optim.lr}"),
+            (self.optim.mini_batches >= 1, "optim.mini_batches must be >= 1"),
+            (0 <= self.algorithm.max_error_rate <= 1, "algorithm.max_error_rate must be in [0, 1]"),
+            (self.rollout.top_p == 1.0 or self.loss.recompute_logprobs,
+             "rollout.top_p < 1 changes the sampling distribution that the recorded log-probs do "
+             "not describe; set rollout.top_p=1.0"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ConfigError(message)
+
+
+def from_dict(cls: type[Any], data: Mapping[str, Any], where: str = "") -> Any:
+    """Build dataclass ``cls`` from a nested mapping, checking keys and types."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{where or 'config'} must be a mapping, got {type(data).__name__}")
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    kwargs = {}
+    for key, value in data.items():
+        path = f"{where}.{key}" if where else key
+        if key not in names:
+            raise ConfigError(f"unknown config key {path!r}{did_you_mean(key, names)}; "
+                              f"valid keys here: {names}")
+        kwargs[key] = _coerce(hints[key], value, path)
+    try:
+        return cls(**kwargs)
+    except TypeError as exc:
+        raise ConfigError(f"{where or 'config'}: {exc}") from exc
+
+
+def _coerce(hint: Any, value: Any, path: str) -> Any:
+    origin, args = get_origin(hint), get_args(hint)
+    if dataclasses.is_dataclass(hint):
+        return from_dict(hint, value or {}, path)
+    if origin in (types.UnionType, typing.Union):
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in (a for a in args if a is not type(None)):
+            try:
+                return _coerce(arg, value, path)
+            except ConfigError as exc:
+                errors.append(str(exc))
+        raise ConfigError(errors[0])
+    if origin is Literal:
+        if value not in args:
+            raise ConfigError(f"{path} must be one of {list(args)}, got {value!r}")
+        return value
+    if origin is tuple:
+        if isinstance(value, str) or not isinstance(value, Sequence):
+            raise ConfigError(f"{path} must be a list, got {value!r}")
+        return tuple(value)
+    if origin is dict or hint is Any:
+        if origin is dict and not isinstance(value, Mapping):
+            raise ConfigError(f"{path} must be a mapping, got {value!r}")
+        return dict(value) if origin is dict else value
+    if hint is float and isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if hint is float and isinstance(value, str):  # YAML 1.1 reads "3e-6" as a string
+        try:
+            return float(value)
+        except ValueError:
+            pass
+    if hint in (int, str, bool) and type(value) is hint:
+        return value
+    raise ConfigError(f"{path} must be {getattr(hint, '__name__', hint)}, got {value!r}")
+
+
+def to_dict(config: Any) -> dict[str, Any]:
+    """Plain nested dict (tuples as lists) for YAML."""
+    def plain(value: Any) -> Any:
+        if isinstance(value, tuple | list):
+            return [plain(v) for v in value]
+        if isinstance(value, dict):
+            return {k: plain(v) for k, v in value.items()}
+        return value
+
+    return plain(dataclasses.asdict(config))
+
+
+def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
+    """Apply ``a.b.c=value`` overrides (values parsed as YAML) to a nested dict."""
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"override must look like section.key=value, got {item!r}")
+        node = data
+        *parents, leaf = key.strip().split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"override {item!r}: {part!r} is not a section")
+        node[leaf] = yaml.safe_load(raw)
+    return data
+
+
+def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -> TrainConfig:
+    """The config in a YAML file (or the defaults) with dotted overrides applied."""
+    data: dict[str, Any] = {}
+    if path is not None:
+        path = Path(path)
+        if not path.exists():
+            raise ConfigError(f"no config file at {str(path)!r}; see examples/*.yaml")
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    return from_dict(TrainConfig, apply_overrides(data, overrides))
+
+
+def save_config(config: TrainConfig, path: str | Path) -> None:
+    """Write the resolved config as YAML."""
+    Path(path).write_text(yaml.safe_dump(to_dict(config), sort_keys=False), encoding="utf-8")

@@ -1,0 +1,270 @@
+r"""PPO-clip loss on completion tokens (spec credit-assignment.md §8), shared by every estimator.
+
+For completion token t of a sample, with advantage A_t (the step's advantage, broadcast)::
+
+    ρ_t  = exp(log π_θ(y_t) − log π_old(y_t))
+    ℓ_t  = −min(ρ_t·A_t, clip(ρ_t, 1 − ε_low, 1 + ε_high)·A_t)
+         + β·k3_t − c_H·H_t,     k3_t = exp(r_t − log π_θ) − (r_t − log π_θ) − 1,  r = log π_ref
+    token_mean:  L = Σ_tokens ℓ_t / N_tokens
+    seq_mean:    L = Σ_seqs (Σ_{t∈seq} ℓ_t / |seq|) / N_seqs
+
+ε_low = ε_high = 0.2 by default (0.28 for DAPO clip-higher), β = ``kl_coef`` (k3 is the
+low-variance, always ≥ 0 KL estimator of Schulman's "Approximating KL divergence"), c_H =
+``entropy_coef``. N_tokens and N_seqs are *global* counts over every micro-batch of one
+optimizer step (``MicroBatch.normalizer``), so summing micro-batch losses under gradient
+accumulation gives the gradient of the whole batch.
+
+**Log-probs.** π_old is the behaviour log-prob recorded at sampling time (unless the caller
+recomputes it): the generation backend records ``log_softmax(logits / T)`` of the sampled
+token, T being the sampling temperature (T = 1 for greedy, temperature 0), top_p not
+applied. :func:`token_logprobs` computes the same quantity, so its ``temperature`` must be
+the sampling temperature, or ρ ≠ 1 even before any update.
+
+Deviations and choices:
+
+- The KL and entropy terms are per-token and aggregated with the same rule as the policy
+  term (as verl does), not averaged separately.
+- No dual-clip (the extra ``max(·, c·A)`` bound for A < 0); §8 does not use one.
+- :class:`LossStats` are means over the tokens of one micro-batch; weight them by
+  ``num_tokens`` to report a whole batch.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from agentgym.errors import MissingExtraError
+from agentgym.trainers.batching import TrainingDataError
+
+try:
+    import torch
+except ImportError as exc:
+    raise MissingExtraError(exc.name or "torch", "train", "agentgym.trainers") from exc
+
+_CHUNK_ELEMENTS = 1 << 25  # float32 working set of (rows × vocab) per chunk: 128 MiB
+
+
+@dataclass(frozen=True)
+class LossStats:
+    """Diagnostics of one :func:`ppo_clip_loss` call (means over its completion tokens).
+
+    Attributes:
+        clip_low_frac: Share of tokens with A < 0 and ρ < 1 − ε_low (no gradient there).
+        clip_high_frac: Share of tokens with A > 0 and ρ > 1 + ε_high (no gradient there).
+        approx_kl: k3 estimate of KL(π_old ‖ π_θ): mean of (ρ − 1) − log ρ.
+        ratio_mean: Mean of ρ.
+        kl_ref: Mean k3 KL to the reference policy; None when no ``ref_logprobs`` came.
+        entropy: Mean entropy of π_θ; None when no ``entropy`` came.
+        num_tokens: Number of completion tokens.
+    """
+
+    clip_low_frac: float
+    clip_high_frac: float
+    approx_kl: float
+    ratio_mean: float
+    kl_ref: float | None
+    entropy: float | None
+    num_tokens: int
+
+
+class _TokenLogSoftmax(torch.autograd.Function):
+    """Log-prob (and entropy) of target tokens from ``(N, V)`` logits, chunked over rows.
+
+    Saves only the logits (in their own dtype) and ``(N,)`` vectors; the float32 softmax is
+    recomputed chunk by chunk in backward, so no ``(N, V)`` float32 tensor outlives a chunk.
+    """
+
+    @staticmethod
+    def forward(ctx: Any, logits: torch.Tensor, targets: torch.Tensor, scale: float,
+                with_entropy: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        n, vocab = logits.shape
+        dtype = torch.promote_types(logits.dtype, torch.float32)
+        lse = logits.new_empty(n, dtype=dtype)  # (N,)
+        logp = torch.empty_like(lse)  # (N,)
+        ent = torch.zeros_like(lse)  # (N,)
+        step = max(1, _CHUNK_ELEMENTS // vocab)
+        for s in range(0, n, step):
+            x = logits[s:s + step].to(dtype) / scale  # (n_c, V)
+            lse[s:s + step] = torch.logsumexp(x, dim=-1)
+            logp[s:s + step] = x.gather(-1, targets[s:s + step, None]).squeeze(-1) - lse[s:s + step]
+            if with_entropy:  # H = lse − E_p[x]
+                ent[s:s + step] = lse[s:s + step] - (x.softmax(-1) * x).sum(-1)
+        ctx.save_for_backward(logits, targets, lse, ent)
+        ctx.scale, ctx.with_entropy = scale, with_entropy
+        if not with_entropy:
+            ctx.mark_non_differentiable(ent)
+        return logp, ent
+
+    @staticmethod
+    def backward(ctx: Any, g_logp: torch.Tensor, g_ent: torch.Tensor
+                 ) -> tuple[torch.Tensor, None, None, None]:
+        logits, targets, lse, ent = ctx.saved_tensors
+        grad = torch.empty_like(logits)
+        step = max(1, _CHUNK_ELEMENTS // logits.shape[1])
+        for s in range(0, logits.shape[0], step):
+            sl = slice(s, s + step)
+            x = logits[sl].to(lse.dtype) / ctx.scale  # (n_c, V)
+            p = torch.exp(x - lse[sl, None])  # (n_c, V) softmax
+            gx = -p * g_logp[sl, None]  # d log p_y / dx = onehot(y) − p
+            gx.scatter_add_(-1, targets[sl, None], g_logp[sl, None])
+            if ctx.with_entropy:  # dH/dx = −p ⊙ (x − E_p[x]),  E_p[x] = lse − H
+                gx -= g_ent[sl, None] * p * (x - (lse[sl] - ent[sl])[:, None])
+            grad[sl] = (gx / ctx.scale).to(logits.dtype)
+        return grad, None, None, None
+
+
+def token_logprobs(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                   temperature: float = 1.0, with_entropy: bool = False,
+                   mask: torch.Tensor | None = None
+                   ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Log-prob of each next token under ``log_softmax(logits / temperature)``.
+
+    Column j of the result is the log-prob of ``input_ids[:, j+1]`` given ``input_ids[:, :j+1]``
+    (the target-aligned layout of ``MicroBatch``). Memory: the model is asked only for the
+    logits from the first masked column on (``logits_to_keep``, when its ``forward`` takes
+    it), only masked positions are gathered, and the float32 log-softmax is done in chunks
+    whose softmax is recomputed in backward.
+
+    Args:
+        model: A causal LM returning ``.logits`` of shape ``(B, T, V)``.
+        input_ids: ``(B, T)`` right-padded token ids.
+        attention_mask: ``(B, T)``, 1 on real tokens.
+        temperature: The sampling temperature (0 = greedy, scored at T = 1).
+        with_entropy: Also return the entropy of the tempered distribution.
+        mask: ``(B, T-1)`` positions to compute (e.g. ``MicroBatch.loss_mask``); default all
+            real targets. Other positions are 0.
+
+    Returns:
+        ``(logprobs, entropy)``, each ``(B, T-1)`` float32; ``entropy`` is None unless asked.
+
+    Raises:
+        ValueError: ``temperature`` is negative or not finite.
+    """
+    if not (temperature >= 0 and temperature != float("inf")):
+        raise ValueError(f"temperature must be >= 0 (the sampling temperature), got {temperature}")
+    scale = temperature if temperature > 0 else 1.0
+    t = input_ids.shape[1]
+    sel = (attention_mask[:, 1:] if mask is None else mask) > 0  # (B, T-1)
+    cols = sel.any(dim=0).nonzero()
+    first = int(cols[0]) if len(cols) else t - 1
+    kwargs = {"logits_to_keep": t - first} if first > 0 and _takes_logits_to_keep(model) else {}
+    logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False,
+                   **kwargs).logits
+    logits = logits[:, logits.shape[1] - (t - first):-1]  # (B, T-1-first, V) from column first
+    sub = sel[:, first:]  # (B, T-1-first)
+    logp, ent = _TokenLogSoftmax.apply(logits[sub], input_ids[:, first + 1:][sub], scale,
+                                       with_entropy)  # (N,), (N,)
+
+    def place(values: torch.Tensor) -> torch.Tensor:  # (N,) -> (B, T-1), zeros elsewhere
+        full = torch.zeros(sub.shape, dtype=values.dtype, device=values.device)
+        return torch.nn.functional.pad(full.masked_scatter(sub, values), (first, 0))
+
+    return place(logp), (place(ent) if with_entropy else None)
+
+
+def kl_k3(ref_logprobs: torch.Tensor, logprobs: torch.Tensor) -> torch.Tensor:
+    """Per-token k3 estimate of KL(π_θ ‖ π_ref): ``exp(d) − d − 1`` with ``d = ref − logπ``.
+
+    It is ≥ 0 everywhere and 0 where the two log-probs are equal.
+    """
+    d = ref_logprobs - logprobs
+    return torch.exp(d) - d - 1
+
+
+def ppo_clip_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor,
+                  mask: torch.Tensor, *, clip_low: float = 0.2, clip_high: float = 0.2,
+                  aggregation: Literal["token_mean", "seq_mean"] = "token_mean",
+                  normalizer: float, ref_logprobs: torch.Tensor | None = None,
+                  kl_coef: float = 0.0, entropy: torch.Tensor | None = None,
+                  entropy_coef: float = 0.0) -> tuple[torch.Tensor, LossStats]:
+    """PPO-clip loss of one micro-batch (see the module docstring for the equation).
+
+    Args:
+        logprobs: ``(B, T')`` log π_θ of the targets, with gradient.
+        old_logprobs: ``(B, T')`` log π_old (behaviour or recomputed).
+        advantages: ``(B, T')`` advantage of each target token.
+        mask: ``(B, T')`` 1 on completion tokens; every other position is ignored.
+        clip_low: ε_low.
+        clip_high: ε_high.
+        aggregation: ``token_mean`` or ``seq_mean``.
+        normalizer: Global token count (token_mean) or sequence count (seq_mean) of the
+            optimizer step: ``MicroBatch.normalizer(aggregation)``.
+        ref_logprobs: ``(B, T')`` reference log-probs, needed when ``kl_coef`` > 0.
+        kl_coef: Weight β of the k3 KL to the reference.
+        entropy: ``(B, T')`` entropy of π_θ, needed when ``entropy_coef`` > 0.
+        entropy_coef: Weight of the entropy bonus (subtracted from the loss).
+
+    Returns:
+        ``(loss, stats)``: the scalar loss to backpropagate and its :class:`LossStats`.
+
+    Raises:
+        TrainingDataError: ``old_logprobs`` is NaN on a completion token (not recorded).
+        ValueError: Shapes differ, a setting is out of range or a needed input is missing.
+    """
+    for name, x in (("old_logprobs", old_logprobs), ("advantages", advantages), ("mask", mask),
+                    ("ref_logprobs", ref_logprobs), ("entropy", entropy)):
+        if x is not None and x.shape != logprobs.shape:
+            raise ValueError(f"{name} must have the shape of logprobs {tuple(logprobs.shape)}, "
+                             f"got {tuple(x.shape)}")
+    if not (0 <= clip_low < 1 and clip_high >= 0):
+        raise ValueError(f"need 0 <= clip_low < 1 and clip_high >= 0, got {clip_low}, {clip_high}")
+    if aggregation not in ("token_mean", "seq_mean"):
+        raise ValueError(f"aggregation must be 'token_mean' or 'seq_mean', got {aggregation!r}")
+    if not normalizer > 0:
+        raise ValueError(f"normalizer must be > 0, got {normalizer}; use "
+                         "MicroBatch.normalizer(aggregation)")
+    if kl_coef > 0 and ref_logprobs is None:
+        raise ValueError("kl_coef > 0 needs ref_logprobs (token_logprobs of the reference model)")
+    if entropy_coef > 0 and entropy is None:
+        raise ValueError("entropy_coef > 0 needs entropy (token_logprobs(..., with_entropy=True))")
+    m = mask > 0  # (B, T')
+    missing = int((torch.isnan(old_logprobs) & m).sum())
+    if missing:
+        raise TrainingDataError(
+            f"old_logprobs is NaN at {missing} completion tokens: those steps were recorded "
+            "without behaviour log-probs; enable recompute (loss.recompute_logprobs=true), i.e. "
+            "fill MicroBatch.old_logprobs with token_logprobs(...) under torch.no_grad()")
+    zero = torch.zeros((), dtype=logprobs.dtype, device=logprobs.device)
+    # Sanitize off-mask positions first, so that no inf/NaN there reaches a gradient.
+    log_ratio = torch.where(m, logprobs - old_logprobs, zero)  # (B, T')
+    adv = torch.where(m, advantages.to(logprobs.dtype), zero)  # (B, T')
+    ratio = torch.exp(log_ratio)  # (B, T')
+    clipped = ratio.clamp(1 - clip_low, 1 + clip_high)  # (B, T')
+    per_token = -torch.minimum(ratio * adv, clipped * adv)  # (B, T')
+    k3 = None
+    if ref_logprobs is not None:
+        k3 = kl_k3(torch.where(m, ref_logprobs, logprobs.detach()), logprobs)  # (B, T')
+        if kl_coef:
+            per_token = per_token + kl_coef * k3
+    if entropy is not None and entropy_coef:
+        per_token = per_token - entropy_coef * entropy
+    per_token = torch.where(m, per_token, zero)  # (B, T')
+    if aggregation == "token_mean":
+        loss = per_token.sum() / normalizer
+    else:  # mean within each sequence, then sum over sequences
+        loss = (per_token.sum(-1) / m.sum(-1).clamp(min=1)).sum() / normalizer
+    with torch.no_grad():
+        n = int(m.sum())
+
+        def mean(x: torch.Tensor) -> float:
+            return float(x[m].float().mean()) if n else 0.0
+
+        stats = LossStats(
+            clip_low_frac=mean(((ratio < 1 - clip_low) & (adv < 0)).float()),
+            clip_high_frac=mean(((ratio > 1 + clip_high) & (adv > 0)).float()),
+            approx_kl=mean(ratio - 1 - log_ratio), ratio_mean=mean(ratio),
+            kl_ref=None if k3 is None else mean(k3),
+            entropy=None if entropy is None else mean(entropy), num_tokens=n)
+    return loss, stats
+
+
+def _takes_logits_to_keep(model: Any) -> bool:
+    """Whether ``model.forward`` (or that of a PEFT/DDP-wrapped model) takes ``logits_to_keep``."""
+    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
+    inner = getattr(inner, "module", inner)
+    try:
+        return "logits_to_keep" in inspect.signature(inner.forward).parameters
+    except (TypeError, ValueError):
+        return False

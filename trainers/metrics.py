@@ -1,0 +1,90 @@
+"""Training metrics: what a step's trajectories say, and where the numbers are written."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from agentgym.types import Group, Trajectory
+
+
+def succeeded(traj: Trajectory) -> bool:
+    """The env's ``success`` flag on the last step, else a positive outcome reward."""
+    if traj.steps and "success" in traj.steps[-1].result.info:
+        return bool(traj.steps[-1].result.info["success"])
+    return (traj.outcome_reward or 0.0) > 0
+
+
+def is_zero_variance(group: Group) -> bool:
+    """Whether every scorable rollout of the group scored the same (no GRPO signal)."""
+    scores = {t.outcome_reward for t in group.scorable}
+    return len(scores) <= 1
+
+
+def rollout_metrics(trajs: Sequence[Trajectory], groups: Sequence[Group]) -> dict[str, float]:
+    """Reward, success, error/truncation rates, zero-variance groups and token counts."""
+    ok = [t for t in trajs if t.scorable]
+    n, n_ok = max(len(trajs), 1), max(len(ok), 1)
+    steps = [s for t in ok for s in t.steps]
+    return {
+        "reward_mean": sum(t.outcome_reward or 0.0 for t in ok) / n_ok,
+        "success_rate": sum(succeeded(t) for t in ok) / n_ok,
+        "error_rate": (len(trajs) - len(ok)) / n,
+        "truncation_rate": sum(t.status == "truncated" for t in ok) / n_ok,
+        "zero_variance_groups": sum(is_zero_variance(g) for g in groups) / max(len(groups), 1),
+        "steps_per_episode": len(steps) / n_ok,
+        "invalid_step_rate": sum(not s.valid for s in steps) / max(len(steps), 1),
+        "completion_tokens": float(sum(len(s.tokens.completion_ids) for s in steps if s.tokens)),
+        "prompt_tokens": float(sum(len(s.tokens.prompt_ids) for s in steps if s.tokens)),
+    }
+
+
+def weighted_mean(stats: Iterable[tuple[Mapping[str, float | None], float]]) -> dict[str, float]:
+    """Token-weighted mean of per-micro-batch stats (None entries are skipped)."""
+    totals: dict[str, float] = {}
+    weights: dict[str, float] = {}
+    for values, weight in stats:
+        for key, value in values.items():
+            if value is None or not math.isfinite(value):
+                continue
+            totals[key] = totals.get(key, 0.0) + value * weight
+            weights[key] = weights.get(key, 0.0) + weight
+    return {k: totals[k] / weights[k] for k in totals if weights[k] > 0}
+
+
+class MetricsLog:
+    """Appends one JSON object per step to ``metrics.jsonl`` and, optionally, TensorBoard."""
+
+    def __init__(self, run_dir: Path, tensorboard: bool = True) -> None:
+        self.path = Path(run_dir) / "metrics.jsonl"
+        self.writer: Any = None
+        if tensorboard:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+            except ImportError:  # tensorboard is optional; metrics.jsonl is always written
+                pass
+            else:
+                self.writer = SummaryWriter(str(Path(run_dir) / "tensorboard"))
+
+    def log(self, step: int, metrics: Mapping[str, float]) -> None:
+        """Record one step's metrics."""
+        with self.path.open("a", encoding="utf-8") as f:
+            f.write(json.dumps({"step": step, **metrics}) + "\n")
+        if self.writer is not None:
+            for key, value in metrics.items():
+                self.writer.add_scalar(key, value, step)
+            self.writer.flush()
+
+    def close(self) -> None:
+        """Close TensorBoard files."""
+        if self.writer is not None:
+            self.writer.close()
+
+
+def read_metrics(run_dir: Path) -> list[dict[str, float]]:
+    """Every logged step of a run, in order."""
+    path = Path(run_dir) / "metrics.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
