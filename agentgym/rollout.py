@@ -168,6 +168,9 @@ async def run_episode(env: Env, agent: Agent, *, seed: int | None, group_id: str
                           error=f"{type(exc).__name__}: {exc}", env_id=env_id, seed=seed,
                           tools=tuple(env.tools), metrics={"wall_s": time.perf_counter() - start})
     metrics["wall_s"] = time.perf_counter() - start
+    window = getattr(getattr(agent, "context", None), "window", None)
+    if window is not None:  # HGPO reads the K the prompts were built with
+        metrics["history_length"] = float(window)
     return Trajectory(traj_id, task_id, group_id, prompt, tuple(steps), status=status,
                       env_id=env_id, seed=seed, tools=tuple(env.tools),
                       metrics=metrics).with_outcome()

