@@ -212,10 +212,16 @@ def advantages(
         exists=True, dir_okay=False,
         help="Trajectory JSONL: agentgym's own lines or the minimal form.")],
     estimator: Annotated[str, typer.Option(
-        help="Estimator name (grpo, rloo, gigpo, ...); a wrong one lists the registered.")],
+        help="grpo, rloo, gigpo, hgpo or salt. Minimal-form input to hgpo needs "
+             "--set history_length=K (minimal lines carry no metrics).")],
     set_: Annotated[list[str] | None, typer.Option(
         "--set", help="Estimator option as key=value (gamma=0.95, mode=mean_norm); "
                       "repeatable.")] = None,
+    rewards: Annotated[str, typer.Option(
+        help="none | gated (G-RA) | direct (D-RA): rewrite rewards with the SWE preset "
+             "before the estimator.")] = "none",
+    reward_set: Annotated[list[str] | None, typer.Option(
+        "--reward-set", help="SWERewardConfig field as key=value; repeatable.")] = None,
 ) -> None:
     """Compute per-step advantages; print one JSON line per scorable trajectory.
 
@@ -238,7 +244,18 @@ def advantages(
             raise typer.BadParameter(f"expected key=value, got {pair!r}", param_hint="--set")
         pairs[key.strip()] = value.strip()
     estimate = get_estimator(estimator, **parse_options(options_class(estimator), pairs))
-    for line in advantages_jsonl(load_minimal(trajectories), estimate):
+    groups = load_minimal(trajectories)
+    if rewards != "none":
+        from agentgym.trainers.rewards import SWERewardConfig, rescore_groups, swe_components
+
+        if rewards not in ("gated", "direct"):
+            raise typer.BadParameter("expected none, gated or direct", param_hint="--rewards")
+        try:
+            reward_cfg = SWERewardConfig(**_kwargs(reward_set))
+        except TypeError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--reward-set") from exc
+        groups = rescore_groups(groups, swe_components(reward_cfg), rewards)
+    for line in advantages_jsonl(groups, estimate):
         sys.stdout.write(line + "\n")
 
 

@@ -111,6 +111,10 @@ class AlgorithmConfig:
     because invalid-action penalties still give their steps a signal."""
     max_error_rate: float = 0.5
     """Stop when more than this share of a step's trajectories errored."""
+    reward_accumulation: Literal["none", "gated", "direct"] = "none"
+    """Rewrite rewards before the estimator: gated = G-RA, direct = D-RA (spec §6)."""
+    reward_options: dict[str, Any] = field(default_factory=dict)
+    """Fields of ``trainers.rewards.SWERewardConfig`` (the SWE preset's components)."""
 
 
 @dataclass(frozen=True)
@@ -181,7 +185,8 @@ class TrainConfig:
     def __post_init__(self) -> None:
         checks = [
             (self.steps >= 1, "steps must be >= 1"),
-            (self.rollout.group_size >= 2 or self.algorithm.estimator not in ("grpo", "rloo"),
+            (self.rollout.group_size >= 2
+             or self.algorithm.estimator not in ("grpo", "rloo", "gigpo", "hgpo", "salt"),
              f"rollout.group_size must be >= 2 for a group baseline, got "
              f"{self.rollout.group_size}; set rollout.group_size=4"),
             (self.rollout.tasks_per_step >= 1, "rollout.tasks_per_step must be >= 1"),
@@ -195,6 +200,17 @@ class TrainConfig:
         for ok, message in checks:
             if not ok:
                 raise ConfigError(message)
+        k = self.algorithm.options.get("history_length")
+        if self.algorithm.estimator == "hgpo":
+            if self.rollout.context == "full" and k is None:
+                raise ConfigError(
+                    "hgpo needs the history length K: set rollout.context=window (HGPO then reads "
+                    "rollout.history_length) or algorithm.options.history_length")
+            if self.rollout.context == "window" and k is not None \
+                    and k != self.rollout.history_length:
+                raise ConfigError(
+                    f"algorithm.options.history_length={k} differs from rollout.history_length="
+                    f"{self.rollout.history_length}; HGPO must group by the K the prompts used")
 
 
 def from_dict(cls: type[Any], data: Mapping[str, Any], where: str = "") -> Any:

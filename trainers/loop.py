@@ -48,6 +48,13 @@ from agentgym.trainers.metrics import (
     succeeded,
     weighted_mean,
 )
+from agentgym.trainers.rewards import (
+    SWERewardConfig,
+    accumulation_metrics,
+    rescore_groups,
+    swe_components,
+    swe_metrics,
+)
 from agentgym.types import Group, Trajectory
 
 
@@ -65,6 +72,7 @@ class Trainer:
     optimizer: torch.optim.Optimizer
     reference: Any
     estimator: Any
+    rewards: Any
     state: checkpoint.TrainState
     log: MetricsLog
 
@@ -79,7 +87,16 @@ def build(config: TrainConfig, resume: bool = False) -> Trainer:
     if resume and last is None:
         raise ConfigError(f"--resume: no checkpoint in {run_dir}; start the run without --resume")
     agentgym.make(config.env.id, **config.env.kwargs)  # bad env id/kwargs fail before loading
-    estimator = get_estimator(config.algorithm.estimator, **config.algorithm.options)
+    options = dict(config.algorithm.options)
+    if config.algorithm.estimator == "hgpo" and config.rollout.context == "window":
+        options.setdefault("history_length", config.rollout.history_length)
+    estimator = get_estimator(config.algorithm.estimator, **options)
+    rewards = None
+    if config.algorithm.reward_accumulation != "none":
+        try:
+            rewards = swe_components(SWERewardConfig(**config.algorithm.reward_options))
+        except TypeError as exc:
+            raise ConfigError(f"algorithm.reward_options: {exc}") from exc
     run_dir.mkdir(parents=True, exist_ok=True)
     save_config(config, run_dir / "config.yaml")
     _seed_everything(config.seed)
@@ -96,7 +113,7 @@ def build(config: TrainConfig, resume: bool = False) -> Trainer:
     state = checkpoint.TrainState(0, config.env.first_seed)
     if resume and last is not None:
         state = checkpoint.load(last, model, optimizer)
-    return Trainer(config, model, policy, optimizer, reference, estimator, state,
+    return Trainer(config, model, policy, optimizer, reference, estimator, rewards, state,
                    MetricsLog(run_dir, config.tensorboard))
 
 
@@ -149,6 +166,10 @@ async def _train_step(t: Trainer) -> dict[str, float]:
         raise TrainingError(
             f"{metrics['error_rate']:.0%} of step {t.state.step}'s rollouts errored (limit "
             f"algorithm.max_error_rate={cfg.algorithm.max_error_rate}); first errors: {errors}")
+    metrics.update(swe_metrics(trajs))  # completion/modification/resolve, when reported
+    if t.rewards is not None:  # G-RA / D-RA: the estimator sees the rewritten rewards
+        groups = rescore_groups(groups, t.rewards, cfg.algorithm.reward_accumulation)
+        metrics.update(accumulation_metrics(groups))
     kept = [g for g in groups if len(g.scorable) >= 2
             and not (cfg.algorithm.drop_zero_variance_groups and is_zero_variance(g))]
     samples = samples_from_groups(kept, t.estimator(kept), skip_zero_advantage=True) \

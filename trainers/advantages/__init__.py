@@ -1,7 +1,7 @@
 """Advantage estimators: pure numpy functions from task groups to per-step advantages.
 
     >>> from agentgym.trainers.advantages import estimator_names, get_estimator
-    >>> {"grpo", "rloo", "gigpo"} <= set(estimator_names())
+    >>> {"grpo", "rloo", "gigpo", "hgpo", "salt"} <= set(estimator_names())
     True
     >>> estimate = get_estimator("gigpo", step_weight=0.5)  # estimate(groups) -> {id: (T,)}
 
@@ -36,7 +36,13 @@ from pathlib import Path
 from typing import Any
 
 from agentgym.errors import SchemaError, did_you_mean
-from agentgym.trainers.advantages import gigpo, grpo, rloo  # noqa: F401  (registers them)
+from agentgym.trainers.advantages import (  # noqa: F401  (importing registers them)
+    gigpo,
+    grpo,
+    hgpo,
+    rloo,
+    salt,
+)
 from agentgym.trainers.advantages.base import (
     EPS,
     Advantages,
@@ -55,12 +61,15 @@ from agentgym.trainers.advantages.base import (
 )
 from agentgym.trainers.advantages.gigpo import GiGPO, GiGPOOptions
 from agentgym.trainers.advantages.grpo import GRPO, GRPOOptions
+from agentgym.trainers.advantages.hgpo import HGPO, HGPOOptions
 from agentgym.trainers.advantages.rloo import RLOO, RLOOOptions
+from agentgym.trainers.advantages.salt import SALT, SALTOptions
 from agentgym.types import Group, Message, Step, StepResult, ToolCall, Trajectory
 
 __all__ = [
     "EPS", "Advantages", "Estimator", "EstimatorOptions", "GRPO", "GRPOOptions", "GiGPO",
-    "GiGPOOptions", "Mode", "RLOO", "RLOOOptions", "advantages_jsonl", "estimator_names",
+    "GiGPOOptions", "HGPO", "HGPOOptions", "Mode", "RLOO", "RLOOOptions", "SALT", "SALTOptions",
+    "advantages_jsonl", "estimator_names",
     "get_estimator", "load_minimal", "normalize", "options_class", "outcome_score",
     "parse_options", "register_estimator", "returns_to_go", "step_scores",
 ]
