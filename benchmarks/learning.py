@@ -48,9 +48,9 @@ def main() -> None:
     table += [f"| {s} | {sr:.1%} | {rm:.3f} |" for s, sr, rm in evals]
     first, last = evals[0], evals[-1]
     body = "\n".join([
-        f"Config: `{args.config}` (SmolLM2-135M-Instruct, GRPO, "
-        f"{len(train_rows)} steps of {train_rows[0]['samples'] if train_rows else '?'} samples "
-        "or so).",
+        f"Config: `{args.config}` (SmolLM2-135M-Instruct, GRPO, {len(train_rows)} steps, "
+        f"{sum(r['samples'] for r in train_rows) / max(len(train_rows), 1):.0f} trained "
+        "samples per step on average).",
         f"Machine: {os.cpu_count()} cores, Python {platform.python_version()}, CPU only.",
         f"Command: `python benchmarks/learning.py --config {args.config}`",
         f"Training time (rollouts + updates): {seconds / 60:.1f} min"

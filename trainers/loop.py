@@ -180,6 +180,7 @@ async def _train_step(t: Trainer) -> dict[str, float]:
     t.state = checkpoint.TrainState(t.state.step + 1,
                                     t.state.next_seed + cfg.rollout.tasks_per_step)
     metrics.update(groups_trained=float(len(kept)), samples=float(len(samples)),
+                   trained_tokens=float(sum(x.length for x in samples)),
                    rollout_s=rollout_s, update_s=time.perf_counter() - update_start,
                    policy_version=float(t.policy.policy_version))
     return metrics
