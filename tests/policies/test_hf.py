@@ -48,10 +48,20 @@ PROMPTS = ["Hi", "What is 6*7?", "Push the box left, then up, then left again, p
 
 
 def assert_rescored(model: Any, completions: list[Completion], temps: list[float]) -> None:
+    """Recorded log-probs == one plain forward pass over prompt + completion, to 1e-4."""
+    import torch
+
     for c, t in zip(completions, temps, strict=True):
-        expected = completion_logprobs(model, c.prompt_ids, c.completion_ids, t)
+        ids = torch.tensor([c.prompt_ids + c.completion_ids])
+        with torch.no_grad():
+            logits = model(input_ids=ids).logits[0].float()  # (P + C, V)
+        scores = logits[len(c.prompt_ids) - 1:-1] / (t if t > 0 else 1.0)  # predicts each y_t
+        expected = torch.log_softmax(scores, -1)[torch.arange(len(c.completion_ids)),
+                                                 torch.tensor(c.completion_ids)]
         assert len(c.logprobs) == len(c.completion_ids) > 0
-        assert max(abs(a - b) for a, b in zip(expected, c.logprobs, strict=True)) < TOL
+        assert torch.allclose(torch.tensor(c.logprobs), expected, rtol=0, atol=TOL)
+        helper = completion_logprobs(model, c.prompt_ids, c.completion_ids, t)
+        assert torch.allclose(torch.tensor(helper), expected, rtol=0, atol=1e-5)
 
 
 async def test_is_a_policy(model: Any, tokenizer: Any) -> None:
