@@ -87,6 +87,11 @@ async def main(args: argparse.Namespace) -> None:
     speedup, unshared = rate[0] / rate[2], rate[1] / rate[2]
     print(f"speedup: {speedup:.1f}x ({unshared:.1f}x without prefix sharing)")
 
+    load_after = os.getloadavg()[0]
+    busy = max(load_before, load_after) > (os.cpu_count() or 1)
+    note = ("\nOther jobs shared the machine during this run (load above the core count); "
+            "that slows\nsmall one-request steps most. Rerun on an idle machine for clean "
+            "figures.\n") if busy else ""
     table = "\n".join(f"| {n} | {k} | {b} | {t} | {s:.1f} | {t / s:.1f} |"
                       for n, k, b, t, s in rows)
     body = f"""
@@ -95,7 +100,7 @@ average: instructions, board and four tools), `temperature=1.0`, `max_tokens={ar
 a seed per request. Each request is its own concurrent `generate` call, as in a rollout.
 Machine: {os.cpu_count()} cores ({cpu_name()}), {torch.get_num_threads()} torch threads,
 torch {torch.__version__}, Python {platform.python_version()}; 1-minute load average
-{load_before:.1f} before and {os.getloadavg()[0]:.1f} after the run.
+{load_before:.1f} before and {load_after:.1f} after the run.
 Command: `python benchmarks/generation.py --requests {args.requests} --max-tokens \
 {args.max_tokens} --sequential {args.sequential}`
 
@@ -108,7 +113,7 @@ the prompt prefix common to the batch, here the system prompt, tools and instruc
 not shared). With {prompt_tokens:.0f}-token prompts and {args.max_tokens}-token answers,
 prefill is a large part of the work, so sharing the prefix matters as well as batching the
 decode steps.
-"""
+{note}"""
     write_section(TITLE, body)
 
 

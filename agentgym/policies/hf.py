@@ -188,9 +188,8 @@ class TransformersPolicy:
         self.policy_version = 0
         self.stats = GenerationStats()
         self.eos_ids = _eos_ids(model, tokenizer)
-        config = model.config
         self._vocab_size = model.get_input_embeddings().num_embeddings
-        self._max_positions: int | None = getattr(config, "max_position_embeddings", None)
+        self._max_positions: int | None = getattr(model.config, "max_position_embeddings", None)
         self._rng = torch.Generator(device=self.device)
         if seed is None:
             self._rng.seed()
@@ -593,12 +592,7 @@ def _common_prefix_len(prompts: Sequence[Sequence[int]]) -> int:
 
 def _eos_ids(model: Any, tokenizer: Any) -> frozenset[int]:
     """EOS ids from the tokenizer and the model's generation config."""
-    ids: set[int] = set()
-    sources = [tokenizer.eos_token_id,
-               getattr(getattr(model, "generation_config", None), "eos_token_id", None)]
-    for value in sources:
-        if isinstance(value, int):
-            ids.add(value)
-        elif isinstance(value, list | tuple):
-            ids.update(int(v) for v in value)
-    return frozenset(ids)
+    config_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    ids = [tokenizer.eos_token_id, *(config_eos if isinstance(config_eos, list | tuple)
+                                     else [config_eos])]
+    return frozenset(int(i) for i in ids if isinstance(i, int))
