@@ -290,11 +290,12 @@ def _train_summary(run_dir: Path) -> None:
     table = Table(title=f"training run {run_dir}")
     for col in ("step", "reward", "success", "eval success", "loss", "seconds"):
         table.add_column(col, justify="right")
+    def cell(row: dict[str, float], key: str, fmt: str) -> str:
+        return format(row[key], fmt) if key in row else ""  # step 0 holds only the eval
+
     for r in rows:
-        table.add_row(str(r["step"]), f"{r.get('reward_mean', float('nan')):.3f}",
-                      f"{r.get('success_rate', float('nan')):.0%}",
-                      f"{r['eval/success_rate']:.0%}" if "eval/success_rate" in r else "",
-                      f"{r.get('loss', float('nan')):.4f}",
+        table.add_row(str(r["step"]), cell(r, "reward_mean", ".3f"), cell(r, "success_rate", ".0%"),
+                      cell(r, "eval/success_rate", ".0%"), cell(r, "loss", ".4f"),
                       f"{r.get('rollout_s', 0) + r.get('update_s', 0):.0f}")
     console.print(table)
 
