@@ -4,6 +4,7 @@ The core (this package) is light: it imports no torch, docker or playwright. Bui
 and entry-point plugins are registered on import, in agentgym's registry and Gymnasium's.
 """
 
+from agentgym.checker import check_env
 from agentgym.env import BaseEnv, Env
 from agentgym.errors import (
     AgentGymError,
@@ -34,14 +35,6 @@ from agentgym.wrappers import MaxTurns, ObservationCap, Wrapper
 
 __version__ = "0.1.0"
 
-
-def check_env(env, **kwargs):  # noqa: ANN001, ANN201, D103 - documented in agentgym.checker
-    from agentgym.checker import check_env as _check_env
-
-    return _check_env(env, **kwargs)
-
-
-check_env.__doc__ = "Run the async env contract checks; see :func:`agentgym.checker.check_env`."
 
 __all__ = [
     "SCHEMA_VERSION", "AgentGymError", "BaseEnv", "ConfigError", "Env", "EnvArgumentError",

@@ -138,7 +138,8 @@ def rollout(
     ctx = ContextConfig(mode=context, history_length=history_length)  # type: ignore[arg-type]
     agent = make_agent(policy, seed=seed, sampling=sampling, context=ctx, model=model)
     if policy in ("random", "scripted"):
-        agent.start([], probe)
+        agent.start([], probe)  # e.g. scripted on an env without an expert: fail here
+    asyncio.run(probe.aclose())
     config = RolloutConfig(group_size=group_size, concurrency=concurrency)
     seeds = list(range(seed, seed + episodes // group_size))
     with TrajectoryWriter(out) as writer, Progress(console=err, transient=True) as progress:

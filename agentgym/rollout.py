@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-from agentgym.context import ContextConfig, ContextLimitExceeded, make_context
+from agentgym.context import Context, ContextConfig, ContextLimitExceeded, make_context
 from agentgym.env import Env
 from agentgym.policies.base import Completion, Policy, SamplingParams
 from agentgym.types import Message, Step, StepTokens, Trajectory
@@ -91,7 +91,7 @@ class LMAgent:
 
 
 class _LMEpisode:
-    def __init__(self, agent: LMAgent, context: object, number: int) -> None:
+    def __init__(self, agent: LMAgent, context: Context, number: int) -> None:
         self.agent, self.context, self.number = agent, context, number
         self.last: Completion | None = None
         self.calls = 0
@@ -107,7 +107,7 @@ class _LMEpisode:
         return replace(base, seed=seed)
 
     async def act(self) -> tuple[Message, StepTokens | None]:
-        request = self.context.request(self._params())  # type: ignore[attr-defined]
+        request = self.context.request(self._params())
         (self.last,) = await self.agent.policy.generate([request])
         tokens = self.last.tokens()
         if tokens is None and request.prompt_ids and self.last.completion_ids:
@@ -116,7 +116,7 @@ class _LMEpisode:
 
     def observe(self, observation: Sequence[Message]) -> None:
         assert self.last is not None, "observe() before act()"
-        self.context.record(self.last, observation)  # type: ignore[attr-defined]
+        self.context.record(self.last, observation)
 
 
 async def run_episode(env: Env, agent: Agent, *, seed: int | None, group_id: str,

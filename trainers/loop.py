@@ -162,7 +162,7 @@ async def _train_step(t: Trainer) -> dict[str, float]:
     groups = Group.from_trajectories(trajs)
     metrics = rollout_metrics(trajs, groups)
     if metrics["error_rate"] > cfg.algorithm.max_error_rate:
-        errors = sorted({t.error or "" for t in trajs if not t.scorable})[:3]
+        errors = sorted({x.error or "" for x in trajs if not x.scorable})[:3]
         raise TrainingError(
             f"{metrics['error_rate']:.0%} of step {t.state.step}'s rollouts errored (limit "
             f"algorithm.max_error_rate={cfg.algorithm.max_error_rate}); first errors: {errors}")
