@@ -1,0 +1,100 @@
+"""CodeMath: number problems solved by writing Python in a persistent, sandboxed interpreter.
+
+Tools: ``python(code)`` runs a cell in the episode's own interpreter
+(:class:`agentgym.sandboxes.interpreter.PythonInterpreter`: CPU, memory, time and output
+limits, no network where a network namespace can be made), keeping variables across calls;
+``final_answer(answer)`` submits the number and ends the episode. Reward: 1.0 for the exact
+integer, 0.0 otherwise, on the answer step; earlier steps are not scored (``None``).
+
+A cell that raises, or runs past its time limit, is an agent mistake: the traceback comes
+back as the observation with ``valid=False``. An interpreter that cannot start is an
+infrastructure fault (``SandboxError``): the episode ends as an ``error`` trajectory.
+
+Tasks: ``split="train"`` and ``split="test"`` use disjoint random streams; the task id names
+split and seed. The interpreter starts on the first ``python`` call, so an episode that
+never runs code costs no process.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from agentgym.errors import ConfigError
+from agentgym.envs.code.tasks import make_problem
+from agentgym.sandboxes.base import SandboxError
+from agentgym.sandboxes.interpreter import InterpreterLimits, PythonInterpreter
+from agentgym.tool_env import Task, ToolEnv
+from agentgym.tools import tool
+from agentgym.types import ToolCall
+
+SPLITS = ("train", "test")
+SYSTEM_PROMPT = ("You solve math problems by writing Python code. Run code with the python "
+                 "tool; variables persist between calls. Print the values you need.")
+
+
+class CodeError(Exception):
+    """A cell raised or timed out; its text is what the model reads."""
+
+
+@dataclass
+class CodeState:
+    """Per-episode state: the task and the episode's own interpreter."""
+
+    task: Task
+    interpreter: PythonInterpreter
+    outputs: list[str] = field(default_factory=list)
+
+    async def aclose(self) -> None:
+        """Kill the interpreter (called by ToolEnv at the next reset and at aclose)."""
+        await self.interpreter.aclose()
+
+
+async def python(code: str, state: CodeState) -> str:
+    """Run Python code in a persistent interpreter and return what it printed.
+
+    The value of the last line is shown, as in a notebook. Variables and imports persist
+    between calls in the same episode.
+
+    Args:
+        code: Python source code, e.g. "print(sum(range(10)))".
+    """
+    result = await state.interpreter.run(code)
+    text = result.render()
+    state.outputs.append(text)
+    if not result.ok:
+        raise CodeError(text)
+    return text
+
+
+class CodeMathEnv(ToolEnv):
+    """Number problems with a Python tool; see the module docstring.
+
+    Args:
+        split: ``"train"`` or ``"test"`` task stream.
+        call_timeout: Wall seconds per ``python`` call.
+        memory_mb: Interpreter memory limit.
+        cpu_seconds: Interpreter CPU-time limit for the whole episode.
+    """
+
+    def __init__(self, split: Literal["train", "test"] = "train", call_timeout: float = 10.0,
+                 memory_mb: int = 1024, cpu_seconds: int = 60) -> None:
+        if split not in SPLITS:
+            raise ConfigError(f"split must be one of {SPLITS}, got {split!r}")
+        self.split = split
+        self.limits = InterpreterLimits(call_timeout=call_timeout, memory_mb=memory_mb,
+                                        cpu_seconds=cpu_seconds)
+        # the ToolBox timeout is a backstop: the interpreter's own timeout fires first
+        super().__init__(self._task, [tool(python, timeout=call_timeout + 30.0)],
+                         verifier="numeric", system_prompt=SYSTEM_PROMPT,
+                         state_factory=self._state, faults=(SandboxError,))
+
+    def _task(self, seed: int) -> Task:
+        problem = make_problem(np.random.default_rng([seed, SPLITS.index(self.split), 11]))
+        return Task(f"codemath-{self.split}-{seed}", problem.question, problem.answer,
+                    solution=(ToolCall("call_0", "python", {"code": problem.program}),))
+
+    def _state(self, task: Task) -> CodeState:
+        return CodeState(task, PythonInterpreter(self.limits))
