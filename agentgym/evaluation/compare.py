@@ -1,0 +1,130 @@
+"""Compare two eval runs: per entry, B - A with a 95% confidence interval.
+
+- Success rate: Newcombe's hybrid score interval for a difference of two independent
+  proportions (Newcombe 1998, "Interval estimation for the difference between independent
+  proportions", method 10), built from the two Wilson intervals::
+
+      lower = d - sqrt((p_b - l_b)^2 + (u_a - p_a)^2)
+      upper = d + sqrt((u_b - p_b)^2 + (p_a - l_a)^2),    d = p_b - p_a
+
+- Mean reward: percentile bootstrap (2,000 resamples of each run's episodes, seeded), from
+  the runs' ``results.jsonl``; blank when a run has none.
+
+Deviation: rollouts of one task are treated as independent episodes (the intervals are then
+somewhat narrow when a suite has several rollouts per task).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agentgym.evaluation.metrics import entry_of
+from agentgym.evaluation.report import wilson
+from agentgym.evaluation.results import RESULTS_FILE, load_results
+
+
+@dataclass(frozen=True)
+class Difference:
+    """B - A for one metric of one entry, with its 95% interval (None where unknown)."""
+
+    a: float | None
+    b: float | None
+    diff: float | None
+    low: float | None
+    high: float | None
+
+    @property
+    def significant(self) -> bool:
+        """Whether the interval excludes 0."""
+        return self.low is not None and self.high is not None and (self.low > 0 or self.high < 0)
+
+
+def newcombe(successes_a: int, n_a: int, successes_b: int, n_b: int
+             ) -> tuple[float, float, float]:
+    """``(p_b - p_a, lower, upper)``: Newcombe's hybrid score 95% interval."""
+    if n_a == 0 or n_b == 0:
+        raise ValueError("both runs need at least one scorable episode")
+    pa, pb = successes_a / n_a, successes_b / n_b
+    la, ua = wilson(successes_a, n_a)
+    lb, ub = wilson(successes_b, n_b)
+    d = pb - pa
+    return d, d - math.sqrt((pb - lb) ** 2 + (ua - pa) ** 2), \
+        d + math.sqrt((ub - pb) ** 2 + (pa - la) ** 2)
+
+
+def bootstrap_diff(a: Sequence[float], b: Sequence[float], resamples: int = 2000,
+                   seed: int = 0) -> tuple[float, float, float]:
+    """``(mean(b) - mean(a), lower, upper)``: percentile bootstrap 95% interval."""
+    import numpy as np
+
+    if not a or not b:
+        raise ValueError("both samples need at least one value")
+    rng = np.random.default_rng(seed)
+    xa, xb = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    ma = xa[rng.integers(0, len(xa), (resamples, len(xa)))].mean(axis=1)  # (R,)
+    mb = xb[rng.integers(0, len(xb), (resamples, len(xb)))].mean(axis=1)  # (R,)
+    low, high = np.percentile(mb - ma, [2.5, 97.5])
+    return float(xb.mean() - xa.mean()), float(low), float(high)
+
+
+def load_run(path: str | Path) -> tuple[dict[str, Any], dict[str, list[float]]]:
+    """A run's ``results.json`` and its episodes' rewards per entry (and ``overall``)."""
+    path = Path(path)
+    file = path / "results.json" if path.is_dir() else path
+    if not file.exists():
+        raise FileNotFoundError(f"no results.json at {str(file)!r}; pass an `agentgym eval` "
+                                "output folder")
+    results = json.loads(file.read_text(encoding="utf-8"))
+    rewards: dict[str, list[float]] = {}
+    for traj in load_results(file.parent / RESULTS_FILE).trajectories:
+        if traj.scorable:
+            value = traj.outcome_reward or 0.0
+            rewards.setdefault(entry_of(traj), []).append(value)
+            rewards.setdefault("overall", []).append(value)
+    return results, rewards
+
+
+def compare(a: Mapping[str, Any], b: Mapping[str, Any], rewards_a: Mapping[str, list[float]],
+            rewards_b: Mapping[str, list[float]]) -> dict[str, dict[str, Difference]]:
+    """Per entry present in both runs: success and mean-reward differences."""
+    out: dict[str, dict[str, Difference]] = {}
+    ma, mb = a["metrics"], b["metrics"]
+    for name in [n for n in mb if n in ma]:
+        x, y = ma[name], mb[name]
+        na, nb = x["episodes"] - x["errors"], y["episodes"] - y["errors"]
+        if na and nb:
+            d, lo, hi = newcombe(x["successes"], na, y["successes"], nb)
+            success = Difference(x["success_rate"], y["success_rate"], d, lo, hi)
+        else:
+            success = Difference(x["success_rate"], y["success_rate"], None, None, None)
+        ra, rb = rewards_a.get(name, []), rewards_b.get(name, [])
+        if ra and rb:
+            d, lo, hi = bootstrap_diff(ra, rb)
+            reward = Difference(x["mean_reward"], y["mean_reward"], d, lo, hi)
+        else:
+            diff = (y["mean_reward"] - x["mean_reward"]) if None not in (
+                x["mean_reward"], y["mean_reward"]) else None
+            reward = Difference(x["mean_reward"], y["mean_reward"], diff, None, None)
+        out[name] = {"success": success, "reward": reward}
+    return out
+
+
+def warnings_for(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
+    """Why the two runs may not be comparable (different suite versions, tasks, k)."""
+    notes = []
+    if a.get("suite_tag") != b.get("suite_tag"):
+        notes.append(f"different suites: {a.get('suite_tag')} vs {b.get('suite_tag')}")
+    ea = {e["name"]: e for e in a.get("suite", {}).get("entries", [])}
+    eb = {e["name"]: e for e in b.get("suite", {}).get("entries", [])}
+    for name in sorted(set(ea) & set(eb)):
+        if ea[name] != eb[name]:
+            notes.append(f"entry {name!r} differs (tasks, seeds, rollouts or kwargs)")
+    only = sorted(set(a["metrics"]) ^ set(b["metrics"]))
+    if only:
+        notes.append(f"entries in only one run (not compared): {only}")
+    return notes

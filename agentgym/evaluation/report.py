@@ -1,0 +1,187 @@
+"""Eval reports: ``results.json``, a Markdown table and PNG plots.
+
+- ``success.png``: success rate per suite entry with 95% Wilson intervals.
+- ``learning_curve.png``: success against training step, from several evaluated checkpoints
+  (:func:`learning_curve_from_evals`) or a training run's ``metrics.jsonl``
+  (:func:`learning_curve_from_run`, which reads the held-out and in-training suite evals).
+
+matplotlib is imported inside the plotting functions only (``pip install 'agentgym[eval]'``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from agentgym.errors import MissingExtraError
+
+COLUMNS = (("episodes", "episodes", "d"), ("success", "success_rate", "%"),
+           ("mean reward", "mean_reward", ".3f"), ("pass@1", "pass@1", "%"),
+           ("steps/ep", "steps_per_episode", ".1f"),
+           ("tokens/ep", "completion_tokens_per_episode", ".0f"),
+           ("invalid", "invalid_action_rate", "%"), ("errors", "error_rate", "%"),
+           ("s/ep", "wall_s_per_episode", ".2f"))
+
+
+def fmt(value: Any, spec: str) -> str:
+    """A table cell: ``-`` for None, percentages with one decimal."""
+    if value is None:
+        return "-"
+    if spec == "%":
+        return f"{100 * value:.1f}%"
+    return format(value, spec)
+
+
+def columns(k: int) -> list[tuple[str, str, str]]:
+    """Table columns, with pass@k and avg@k when k > 1."""
+    cols = list(COLUMNS)
+    if k > 1:
+        cols[4:4] = [(f"pass@{k}", f"pass@{k}", "%"), (f"avg@{k}", f"avg@{k}", "%")]
+    return cols
+
+
+def markdown_table(results: Mapping[str, Any]) -> str:
+    """The per-entry and overall metrics as a Markdown table."""
+    cols = columns(int(results.get("k", 1)))
+    lines = ["| env | " + " | ".join(c[0] for c in cols) + " |",
+             "|---|" + "---:|" * len(cols)]
+    for name, m in results["metrics"].items():
+        label = f"**{name}**" if name == "overall" else name
+        lines.append(f"| {label} | " + " | ".join(fmt(m.get(key), spec) for _, key, spec in cols)
+                     + " |")
+    return "\n".join(lines)
+
+
+def write_report(results: Mapping[str, Any], out_dir: str | Path) -> list[Path]:
+    """Write ``results.json``, ``report.md`` and ``success.png`` into ``out_dir``.
+
+    Returns:
+        The files written.
+    """
+    out_dir = Path(out_dir)
+    (out_dir / "results.json").write_text(json.dumps(results, indent=2), encoding="utf-8")
+    plot = plot_success(results, out_dir / "success.png")
+    overall = results["metrics"]["overall"]
+    text = [f"# Evaluation: {results.get('suite_tag', '?')} · {results.get('policy', '?')}", "",
+            f"- episodes: {overall['episodes']} ({overall['errors']} errors), k = "
+            f"{results.get('k', 1)}, temperature {results.get('temperature')}, seed "
+            f"{results.get('seed')}",
+            f"- wall time: {results.get('wall_s', 0):.1f} s", "", markdown_table(results), "",
+            "![success per env](success.png)", ""]
+    if (out_dir / "learning_curve.png").exists():
+        text += ["![learning curve](learning_curve.png)", ""]
+    (out_dir / "report.md").write_text("\n".join(text), encoding="utf-8")
+    return [out_dir / "results.json", out_dir / "report.md", plot]
+
+
+def wilson(successes: float, n: int, z: float = 1.96) -> tuple[float, float]:
+    """Wilson score interval of a proportion (Wilson 1927); ``(0, 1)`` when n = 0."""
+    if n == 0:
+        return 0.0, 1.0
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def _pyplot() -> Any:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")  # files only; never a display
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise MissingExtraError("matplotlib", "eval", "eval report plots") from exc
+    return plt
+
+
+def plot_success(results: Mapping[str, Any], path: str | Path) -> Path:
+    """Bar chart of success rate per entry (and overall) with 95% Wilson intervals."""
+    plt = _pyplot()
+    names = list(results["metrics"])
+    rates, lows, highs = [], [], []
+    for name in names:
+        m = results["metrics"][name]
+        n = m["episodes"] - m["errors"]
+        rate = m["success_rate"] or 0.0
+        lo, hi = wilson(m["successes"], n)
+        rates.append(rate)
+        lows.append(max(rate - lo, 0.0))
+        highs.append(max(hi - rate, 0.0))
+    fig, ax = plt.subplots(figsize=(max(4.0, 1.1 * len(names) + 1.5), 3.6))
+    colors = ["#4c72b0"] * (len(names) - 1) + ["#dd8452"]
+    ax.bar(range(len(names)), rates, yerr=[lows, highs], capsize=4, color=colors)
+    ax.set_xticks(range(len(names)), names, rotation=20, ha="right")
+    ax.set_ylim(0, 1.05)
+    ax.set_ylabel("success rate")
+    ax.set_title(f"{results.get('suite_tag', '')} · {results.get('policy', '')} (95% Wilson)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return Path(path)
+
+
+def plot_learning_curve(series: Mapping[str, Sequence[tuple[float, float]]], path: str | Path,
+                        title: str = "learning curve", xlabel: str = "training step") -> Path:
+    """Line plot of ``{name: [(x, success), ...]}``."""
+    plt = _pyplot()
+    if not any(series.values()):
+        raise ValueError("no points to plot: the run logged no evaluation metrics (set "
+                         "env.eval_seeds or eval.suite in the training config)")
+    fig, ax = plt.subplots(figsize=(6.0, 3.8))
+    for name, points in series.items():
+        if points:
+            xs, ys = zip(*sorted(points), strict=True)
+            ax.plot(xs, ys, marker="o", label=name)
+    ax.set_ylim(0, 1.05)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("success rate")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return Path(path)
+
+
+def curve_from_metrics(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[tuple[float, float]]]:
+    """Success series from training metrics rows: every ``eval/...success_rate`` key."""
+    series: dict[str, list[tuple[float, float]]] = {}
+    for row in rows:
+        for key, value in row.items():
+            if key.startswith("eval/") and key.endswith("success_rate") and value is not None:
+                name = key.removeprefix("eval/").removesuffix("success_rate").rstrip("/")
+                series.setdefault(name or "held-out", []).append((float(row["step"]),
+                                                                   float(value)))
+    return series
+
+
+def learning_curve_from_run(run_dir: str | Path, path: str | Path) -> Path:
+    """Plot the evaluations logged in a training run's ``metrics.jsonl``."""
+    from agentgym.trainers.metrics import read_metrics
+
+    run_dir = Path(run_dir)
+    if not (run_dir / "metrics.jsonl").exists():
+        raise FileNotFoundError(f"no metrics.jsonl in {run_dir}; pass a training run_dir")
+    return plot_learning_curve(curve_from_metrics(read_metrics(run_dir)), path,
+                               title=f"learning curve: {run_dir.name}")
+
+
+def learning_curve_from_evals(evals: Sequence[tuple[float, Mapping[str, Any]]],
+                              path: str | Path) -> Path:
+    """Plot success per entry and overall from several ``results.json`` (one per checkpoint).
+
+    Args:
+        evals: ``(x, results)`` pairs, x being the checkpoint's step (or its position).
+        path: The PNG to write.
+    """
+    series: dict[str, list[tuple[float, float]]] = {}
+    for x, results in evals:
+        for name, m in results["metrics"].items():
+            if m.get("success_rate") is not None:
+                series.setdefault(name, []).append((x, m["success_rate"]))
+    return plot_learning_curve(series, path, title="success per checkpoint",
+                               xlabel="checkpoint")
