@@ -176,7 +176,7 @@ def evaluate(config: EvalConfig, out_dir: str | Path, *, log: Callable[[str], No
         The ``results.json`` content: manifest, per-entry and overall metrics, wall time.
     """
     out_dir = Path(out_dir)
-    suite = get_suite(config.suite).with_overrides(tasks=config.tasks, rollouts=config.k)
+    suite = get_suite(config.suite).with_overrides(tasks=config.tasks, min_rollouts=config.k)
     for entry in suite.entries:  # bad kwargs fail here, before a model loads
         asyncio.run(agentgym.make(entry.env, **entry.make_kwargs()).aclose())
     temperature = config.resolved_temperature(suite)

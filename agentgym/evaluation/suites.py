@@ -11,7 +11,7 @@ from __future__ import annotations
 import fnmatch
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -93,6 +93,11 @@ class Suite:
     exclude: tuple[str, ...] = ()
     source: str = "code"
 
+    def __post_init__(self) -> None:
+        # Entries built in code name their suite here, so results record where they came from.
+        object.__setattr__(self, "entries", tuple(
+            e if e.suite else replace(e, suite=self.tag) for e in self.entries))
+
     @property
     def tag(self) -> str:
         """``name@version``, the id results are recorded under."""
@@ -117,12 +122,14 @@ class Suite:
         return Suite(self.name, self.version, tuple(entries), self.description,
                      tuple(sorted(requires)), (), False, (), self.source)
 
-    def with_overrides(self, tasks: int | None = None, rollouts: int | None = None) -> Suite:
-        """A copy with at most ``tasks`` tasks per entry and at least ``rollouts`` rollouts."""
+    def with_overrides(self, tasks: int | None = None, min_rollouts: int | None = None,
+                       rollouts: int | None = None) -> Suite:
+        """A copy: at most ``tasks`` tasks, ``rollouts`` (or >= ``min_rollouts``) rollouts."""
         entries = []
         for e in self.entries:
             seeds = e.seeds if tasks is None else e.seeds[:tasks]
-            n = e.rollouts if rollouts is None else max(e.rollouts, rollouts)
+            n = e.rollouts if min_rollouts is None else max(e.rollouts, min_rollouts)
+            n = n if rollouts is None else rollouts
             entries.append(SuiteEntry(e.env, e.name, seeds, n, e.split, e.kwargs, e.max_turns,
                                       e.suite))
         return Suite(self.name, self.version, tuple(entries), self.description, self.requires,
