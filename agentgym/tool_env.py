@@ -195,24 +195,30 @@ class ToolEnv(BaseEnv):
         self.faults: tuple[type[BaseException], ...] = (ToolFault, *faults)
         self._tag_re = (re.compile(rf"<{re.escape(answer_tag)}>(.*?)(?:</{re.escape(answer_tag)}>"
                                    r"|\Z)", re.DOTALL) if answer_tag else None)
-        user_tools = [t if isinstance(t, Tool) else Tool(t, as_tool(t).spec, timeout)
-                      for t in tools]
-        if answer_tool is not None:
-            if any(t.name == answer_tool for t in user_tools):
-                raise ConfigError(f"a tool is already named {answer_tool!r}; pass answer_tool="
-                                  "None to use it as is, or rename it")
-            spec = as_tool(final_answer).spec
-            user_tools.append(Tool(final_answer, ToolSpec(answer_tool, spec.description,
-                                                          spec.parameters), timeout))
+        self._timeout, self._sync_tools = timeout, sync_tools
+        self._max_output_chars = max_output_chars
         self._fault: BaseException | None = None
-        self.toolbox = ToolBox([self._guard(t, sync_tools) for t in user_tools],
-                               max_output_chars=max_output_chars)
-        self.tools: Sequence[ToolSpec] = self.toolbox.specs
+        self.set_tools(tools)
         self.task: Task | None = None
         self.state: Any = None
         self._history = hashlib.sha1()
 
     # -- tools -------------------------------------------------------------------------
+    def set_tools(self, tools: Iterable[Tool | Callable[..., Any]]) -> None:
+        """Replace the tool set (plus the answer tool); envs that discover tools call it."""
+        user_tools = [t if isinstance(t, Tool) else Tool(t, as_tool(t).spec, self._timeout)
+                      for t in tools]
+        if self.answer_tool is not None:
+            if any(t.name == self.answer_tool for t in user_tools):
+                raise ConfigError(f"a tool is already named {self.answer_tool!r}; pass "
+                                  "answer_tool=None to use it as is, or rename it")
+            spec = as_tool(final_answer).spec
+            user_tools.append(Tool(final_answer, ToolSpec(self.answer_tool, spec.description,
+                                                          spec.parameters), self._timeout))
+        self.toolbox = ToolBox([self._guard(t, self._sync_tools) for t in user_tools],
+                               max_output_chars=self._max_output_chars)
+        self.tools: Sequence[ToolSpec] = self.toolbox.specs
+
     def _guard(self, t: Tool, sync_tools: str) -> Tool:
         """Wrap a tool so infrastructure faults are kept for ``step`` to raise."""
         fn, faults = t.fn, self.faults
