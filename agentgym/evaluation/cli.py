@@ -126,24 +126,26 @@ def compare_command(
     for note in warnings_for(a, b):
         err.print(f"[yellow]warning:[/yellow] {note}", highlight=False)
     rows = compare(a, b, rewards_a, rewards_b)
-    table = Table(title=f"A = {run_a} ({a.get('policy')})   B = {run_b} ({b.get('policy')})")
-    for col in ("env", "success A", "success B", "B - A", "95% CI (Newcombe)", "reward A",
-                "reward B", "B - A", "95% CI (bootstrap)"):
+    table = Table(title=f"A = {run_a} ({a.get('policy')})   B = {run_b} ({b.get('policy')})",
+                  caption="95% intervals: Newcombe hybrid score (success), percentile bootstrap "
+                          "(reward); * excludes 0")
+    for col in ("env", "success A", "success B", "B - A [95% CI]", "reward A", "reward B",
+                "B - A [95% CI]"):
         table.add_column(col, justify="left" if col == "env" else "right")
 
-    def ci(d: Any, spec: str) -> str:
-        if d.low is None:
+    def cell(d: Any, spec: str) -> str:
+        if d.diff is None:
             return "-"
+        if d.low is None:
+            return fmt(d.diff, spec)
         mark = " *" if d.significant else ""
-        return f"[{fmt(d.low, spec)}, {fmt(d.high, spec)}]{mark}"
+        return f"{fmt(d.diff, spec)} [{fmt(d.low, spec)}, {fmt(d.high, spec)}]{mark}"
 
     for name, diff in rows.items():
         s, r = diff["success"], diff["reward"]
-        table.add_row(name, fmt(s.a, "%"), fmt(s.b, "%"), fmt(s.diff, "+.1%") if s.diff is not
-                      None else "-", ci(s, "+.1%"), fmt(r.a, ".3f"), fmt(r.b, ".3f"),
-                      fmt(r.diff, "+.3f"), ci(r, "+.3f"))
+        table.add_row(name, fmt(s.a, "%"), fmt(s.b, "%"), cell(s, "+.1%"), fmt(r.a, ".3f"),
+                      fmt(r.b, ".3f"), cell(r, "+.3f"))
     console.print(table)
-    console.print("[dim]* the 95% interval excludes 0[/dim]")
 
 
 def view_command(
