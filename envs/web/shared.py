@@ -1,0 +1,183 @@
+"""Resources the web envs share within one event loop: the shop server, Chromium, HTTP.
+
+An env takes a reference when it starts and gives it back in ``aclose``; the last one out
+stops the server or closes the browser, so a rollout of many episodes runs one server and
+one Chromium process (each episode in its own browser context), and nothing outlives the
+envs. A test fixture that holds a reference keeps them up across tests. Resources belong to
+the event loop that made them: Playwright and aiohttp objects cannot cross loops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import weakref
+from collections.abc import Awaitable, Callable, Hashable
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from agentgym.errors import MissingExtraError
+
+T = TypeVar("T")
+CHROMIUM = "/usr/bin/chromium"
+OWNER_ENV = "AGENTGYM_BROWSER_OWNER"
+"""Set in every browser process we launch (to the launching pid), so leaks can be counted."""
+CHROMIUM_ARGS = ("--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync",
+                 # nothing but the local shop resolves: off-site links fail fast, never leak
+                 "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1")
+
+
+@dataclass
+class _Entry(Generic[T]):
+    value: T
+    refs: int = 0
+
+
+@dataclass
+class _Pool(Generic[T]):
+    """Reference-counted values by key, made and closed by the given coroutines."""
+
+    make: Callable[[Hashable], Awaitable[T]]
+    close: Callable[[T], Awaitable[None]]
+    alive: Callable[[T], bool] = lambda _: True
+    entries: dict[Hashable, _Entry[T]] = field(default_factory=dict)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    async def acquire(self, key: Hashable) -> T:
+        async with self.lock:
+            entry = self.entries.get(key)
+            if entry is not None and not self.alive(entry.value):  # e.g. a crashed browser
+                del self.entries[key]
+                await _quietly(self.close(entry.value))
+                entry = None
+            if entry is None:
+                entry = self.entries[key] = _Entry(await self.make(key))
+            entry.refs += 1
+            return entry.value
+
+    async def release(self, key: Hashable, value: T) -> None:
+        async with self.lock:
+            entry = self.entries.get(key)
+            if entry is None or entry.value is not value:  # replaced after a crash
+                return
+            entry.refs -= 1
+            if entry.refs <= 0:
+                del self.entries[key]
+                await _quietly(self.close(value))
+
+
+async def _quietly(closing: Awaitable[None]) -> None:
+    """Closing is best effort: a dead browser or a closed socket is already released."""
+    try:
+        async with asyncio.timeout(15):
+            await closing
+    except Exception:  # noqa: BLE001 - teardown of something already broken
+        pass
+
+
+# -- the three kinds of resource -------------------------------------------------------------
+async def _make_site(key: Hashable) -> Any:
+    from .search import search_index
+    from .site import ShopSite
+
+    seed, size = key  # type: ignore[misc]
+    index = await asyncio.to_thread(search_index, seed, size)  # ~1 s once per process
+    site = ShopSite(index)
+    await site.start()
+    return site
+
+
+async def _close_site(site: Any) -> None:
+    await site.stop()
+
+
+@dataclass
+class BrowserHandle:
+    """A running Chromium and the Playwright driver that owns it."""
+
+    playwright: Any
+    browser: Any
+
+
+async def _make_browser(key: Hashable) -> BrowserHandle:
+    try:
+        from playwright.async_api import async_playwright
+    except ImportError as exc:
+        raise MissingExtraError("playwright", "web", "the browser web env") from exc
+    if not os.path.exists(CHROMIUM):  # noqa: ASYNC240 - one stat before a launch
+        raise FileNotFoundError(
+            f"Chromium was expected at {CHROMIUM}; install it with `apt-get install -y "
+            "chromium` (never `playwright install`, which downloads a browser)")
+    playwright = await async_playwright().start()
+    try:
+        browser = await playwright.chromium.launch(
+            executable_path=CHROMIUM, args=list(CHROMIUM_ARGS), headless=True,
+            env={**os.environ, OWNER_ENV: str(os.getpid())})
+    except BaseException:
+        await playwright.stop()
+        raise
+    return BrowserHandle(playwright, browser)
+
+
+async def _close_browser(handle: BrowserHandle) -> None:
+    try:
+        await _quietly(handle.browser.close())
+    finally:
+        await _quietly(handle.playwright.stop())
+
+
+async def _make_http(key: Hashable) -> Any:
+    import aiohttp
+
+    # Cookies travel in each request's header: one shared client serves many sessions.
+    return aiohttp.ClientSession(cookie_jar=aiohttp.DummyCookieJar(),
+                                 timeout=aiohttp.ClientTimeout(total=30))
+
+
+async def _close_http(session: Any) -> None:
+    await session.close()
+
+
+@dataclass
+class _LoopShared:
+    sites: _Pool[Any] = field(default_factory=lambda: _Pool(_make_site, _close_site))
+    browsers: _Pool[BrowserHandle] = field(default_factory=lambda: _Pool(
+        _make_browser, _close_browser, lambda h: h.browser.is_connected()))
+    http: _Pool[Any] = field(default_factory=lambda: _Pool(_make_http, _close_http,
+                                                           lambda s: not s.closed))
+
+
+_BY_LOOP: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopShared] = (
+    weakref.WeakKeyDictionary())
+
+
+def shared() -> _LoopShared:
+    """The running loop's shared resources."""
+    loop = asyncio.get_running_loop()
+    found = _BY_LOOP.get(loop)
+    if found is None:
+        found = _BY_LOOP[loop] = _LoopShared()
+    return found
+
+
+def browser_processes(owner: int | None = None) -> list[int]:
+    """Pids of live browser processes launched by process ``owner`` (default: this one).
+
+    Reads ``/proc/*/environ`` for the marker every launch sets, so orphans count too.
+    """
+    marker = f"{OWNER_ENV}={os.getpid() if owner is None else owner}".encode()
+    pids = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as f:
+                environ = f.read().split(b"\0")
+            with open(f"/proc/{name}/stat", "rb") as f:
+                zombie = f.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+        except OSError:
+            continue
+        if marker in environ and not zombie:
+            pids.append(int(name))
+    return sorted(pids)
