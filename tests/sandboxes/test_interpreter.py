@@ -1,0 +1,75 @@
+"""The persistent Python interpreter: state, limits, isolation, output caps."""
+
+import asyncio
+import os
+
+import pytest
+
+from agentgym.errors import ConfigError
+from agentgym.sandboxes.base import SandboxError
+from agentgym.sandboxes.interpreter import InterpreterLimits, PythonInterpreter
+
+
+async def test_state_persists_and_is_fresh_per_interpreter():
+    async with PythonInterpreter() as py:
+        assert (await py.run("x = 6 * 7")).render() == "[no output]"
+        assert (await py.run("x")).stdout == "42\n"
+        assert (await py.run("print('a'); import sys; print('b', file=sys.stderr)")).stderr == "b\n"
+    async with PythonInterpreter() as other:
+        r = await other.run("x")
+        assert not r.ok and "NameError" in r.error
+
+
+async def test_exceptions_memory_and_output_caps():
+    limits = InterpreterLimits(memory_mb=512, max_output_chars=200)
+    async with PythonInterpreter(limits) as py:
+        r = await py.run("1/0")
+        assert "ZeroDivisionError" in r.error and "<cell>" in r.error
+        r = await py.run("b = bytearray(2 * 2**30)")
+        assert "MemoryError" in r.error
+        r = await py.run("print('x' * 10**6)")
+        assert r.truncated and len(r.stdout) == 200
+        r = await py.run("import os; os.system('yes | head -c 100000')")  # child process output
+        assert r.truncated and len(r.stdout) <= 400
+        assert (await py.run("1 + 1")).stdout == "2\n"  # still alive
+
+
+async def test_timeout_kills_and_restarts():
+    async with PythonInterpreter(InterpreterLimits(call_timeout=1.0)) as py:
+        await py.run("keep = 1")
+        child = int((await py.run("import subprocess\n"
+                                  "p = subprocess.Popen(['sleep', '100'])\np.pid")).stdout)
+        r = await py.run("while True: pass")
+        assert r.timed_out and not r.ok
+        await asyncio.sleep(0.2)
+        assert not os.path.exists(f"/proc/{child}") or "Z" in open(f"/proc/{child}/stat").read(
+        ).split()[2]  # the cell's child died with it (at most a zombie awaiting its reaper)
+        r = await py.run("keep")
+        assert r.restarted and "NameError" in r.error
+        assert "restarted" in r.render()
+
+
+async def test_cpu_limit_ends_interpreter():
+    async with PythonInterpreter(InterpreterLimits(cpu_seconds=1, call_timeout=20)) as py:
+        r = await py.run("while True: pass")
+        assert not r.ok and "InterpreterDied" in r.error and "CPU" in r.error
+
+
+async def test_no_network():
+    async with PythonInterpreter() as py:
+        r = await py.run("import socket; socket.create_connection(('1.1.1.1', 53), timeout=3)")
+        assert not r.ok and "OSError" in r.error, r
+        assert py.isolation in ("netns", "rlimits")
+
+
+async def test_closed_interpreter_refuses_and_close_is_idempotent():
+    py = PythonInterpreter()
+    await py.aclose()
+    await py.aclose()
+    with pytest.raises(SandboxError, match="closed"):
+        await py.run("1")
+
+
+def test_bad_limits():
+    with pytest.raises(ConfigError, match="memory_mb must be > 0"):
+        InterpreterLimits(memory_mb=0)
