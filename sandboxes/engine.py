@@ -1,0 +1,234 @@
+"""Find a Docker engine, or start a private one for tests and development.
+
+Order: ``$DOCKER_HOST``, the system socket ``/var/run/docker.sock``, then a private ``dockerd``
+under ``~/.cache/agentgym/docker`` (``$AGENTGYM_DOCKER_ROOT``) that keeps its images between
+runs, so the base image is built once. Several processes share the private engine through
+:func:`engine_lease`: each holds a shared lock while it uses the engine, and the last one out
+stops the daemon (unless told to keep it).
+
+The private engine runs with ``--iptables=false --bridge=none`` (it touches no host networking;
+containers get ``--network none``). It tries the ``overlay2`` storage driver first (fast
+container starts) and falls back to ``vfs``, which works everywhere but copies the image's root
+filesystem on every container start.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from agentgym.errors import MissingExtraError
+from agentgym.sandboxes.base import SandboxError
+
+SYSTEM_SOCKET = "unix:///var/run/docker.sock"
+DRIVERS = ("overlay2", "vfs")
+
+
+class EngineError(SandboxError):
+    """No Docker engine is reachable and none could be started."""
+
+
+def docker_module() -> Any:
+    """The ``docker`` SDK, imported on first use (it is the ``[swe]`` extra)."""
+    try:
+        import docker
+    except ImportError as exc:
+        raise MissingExtraError("docker", "swe", "Docker sandboxes") from exc
+    return docker
+
+
+def client(base_url: str, timeout: float = 120.0) -> Any:
+    """A ``docker.DockerClient`` for ``base_url`` sized for many concurrent sandboxes."""
+    # The default pool of 10 connections would make a 32-episode rollout wait on itself.
+    c = docker_module().DockerClient(base_url=base_url, timeout=timeout, max_pool_size=64)
+    c.agentgym_url = base_url  # the SDK keeps only "http+docker://localhost" for sockets
+    return c
+
+
+def default_root() -> Path:
+    """Where the private engine keeps its data and socket."""
+    env = os.environ.get("AGENTGYM_DOCKER_ROOT")
+    return Path(env) if env else Path.home() / ".cache" / "agentgym" / "docker"
+
+
+def ping(base_url: str, timeout: float = 3.0) -> bool:
+    """True when an engine answers at ``base_url``."""
+    if base_url.startswith("unix://") and not os.path.exists(base_url[len("unix://"):]):
+        return False
+    try:
+        c = client(base_url, timeout=timeout)
+        try:
+            return bool(c.ping())
+        finally:
+            c.close()
+    except Exception:  # any failure to talk means "not reachable"
+        return False
+
+
+def private_socket(root: Path) -> str:
+    """The private engine's socket address under ``root``."""
+    sock = root / "docker.sock"
+    if len(str(sock)) > 100:  # sun_path holds 108 bytes
+        raise EngineError(f"the engine socket path {sock} is too long for a unix socket; "
+                          "set AGENTGYM_DOCKER_ROOT to a shorter directory")
+    return f"unix://{sock}"
+
+
+def find_engine(root: Path | None = None) -> str | None:
+    """The address of a reachable engine, or None."""
+    candidates = [os.environ.get("DOCKER_HOST", ""), SYSTEM_SOCKET,
+                  private_socket(root or default_root())]
+    return next((url for url in candidates if url and ping(url)), None)
+
+
+def can_start_engine() -> str | None:
+    """Why a private engine cannot be started here, or None when it can."""
+    if shutil.which("dockerd") is None:
+        return "dockerd is not installed (apt-get install docker.io)"
+    if os.geteuid() != 0:
+        return "starting dockerd needs root"
+    return None
+
+
+def start_engine(root: Path | None = None, driver: str = "auto", wait_s: float = 60.0) -> str:
+    """Start a private ``dockerd`` under ``root`` (detached; it outlives this process).
+
+    Args:
+        root: Data, socket and log directory (default :func:`default_root`).
+        driver: ``"overlay2"``, ``"vfs"`` or ``"auto"`` (overlay2, then vfs).
+        wait_s: How long to wait for the engine to answer.
+
+    Returns:
+        The engine's ``unix://`` address.
+
+    Raises:
+        EngineError: dockerd is missing, we are not root, or it did not come up (the error
+            quotes the end of its log).
+    """
+    root = root or default_root()
+    url = private_socket(root)
+    if ping(url):
+        return url
+    if why := can_start_engine():
+        raise EngineError(f"no Docker engine is reachable and none can be started: {why}")
+    if driver not in ("auto", *DRIVERS):
+        raise ValueError(f"driver must be 'auto', 'overlay2' or 'vfs', got {driver!r}")
+    root.mkdir(parents=True, exist_ok=True)
+    drivers = _driver_order(root) if driver == "auto" else (driver,)
+    failures = []
+    for drv in drivers:
+        log = root / f"dockerd-{drv}.log"
+        proc = _spawn(root, drv, log)
+        if _wait_up(url, proc, wait_s):
+            (root / "driver").write_text(drv)
+            return url
+        _stop_pid(proc.pid)
+        failures.append(f"--storage-driver={drv}: {_tail(log)}")
+    raise EngineError("dockerd did not start; " + " | ".join(failures))
+
+
+def _driver_order(root: Path) -> tuple[str, ...]:
+    known = root / "driver"  # the driver that worked last time holds the cached images
+    first = known.read_text().strip() if known.exists() else DRIVERS[0]
+    return (first, *[d for d in DRIVERS if d != first])
+
+
+def _spawn(root: Path, driver: str, log: Path) -> subprocess.Popen[bytes]:
+    sock = root / "docker.sock"
+    sock.unlink(missing_ok=True)
+    cmd = ["dockerd", f"--storage-driver={driver}", f"--data-root={root / f'data-{driver}'}",
+           f"--exec-root={root / 'exec'}", f"--pidfile={root / 'dockerd.pid'}",
+           f"--host=unix://{sock}", "--iptables=false", "--ip-masq=false", "--bridge=none"]
+    with open(log, "wb") as out:
+        # Own session: a Ctrl-C or SIGTERM sent to the test run's process group must not take
+        # the engine down before the sandboxes in it are removed.
+        return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+
+
+def _wait_up(url: str, proc: subprocess.Popen[bytes], wait_s: float) -> bool:
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            return False
+        if ping(url, timeout=2.0):
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def _tail(log: Path, n: int = 400) -> str:
+    text = log.read_text(errors="replace") if log.exists() else ""
+    lines = [ln for ln in text.splitlines() if "level=error" in ln or "level=fatal" in ln]
+    return ((lines[-1] if lines else text.strip()[-n:]) or "no log output")[-n:]
+
+
+def _stop_pid(pid: int, wait_s: float = 20.0) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        with contextlib.suppress(ChildProcessError):
+            if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                return
+        time.sleep(0.1)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+
+
+def stop_engine(root: Path | None = None) -> bool:
+    """Stop the private engine under ``root``; True when one was running."""
+    pidfile = (root or default_root()) / "dockerd.pid"
+    try:
+        pid = int(pidfile.read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return False
+    _stop_pid(pid)
+    pidfile.unlink(missing_ok=True)
+    return True
+
+
+@contextlib.contextmanager
+def engine_lease(root: Path | None = None, *, keep: bool = False) -> Iterator[str]:
+    """Use a reachable engine, starting the private one if needed, for the ``with`` block.
+
+    Shared by concurrent processes: the private engine is stopped when the last lease under
+    ``root`` ends, unless ``keep`` (or ``$AGENTGYM_KEEP_ENGINE=1``). An engine found at
+    ``$DOCKER_HOST`` or the system socket is used as is and never stopped.
+
+    Yields:
+        The engine's address (pass it as ``base_url`` or ``DOCKER_HOST``).
+    """
+    root = root or default_root()
+    for url in (os.environ.get("DOCKER_HOST", ""), SYSTEM_SOCKET):
+        if url and url != private_socket(root) and ping(url):
+            yield url
+            return
+    root.mkdir(parents=True, exist_ok=True)
+    keep = keep or os.environ.get("AGENTGYM_KEEP_ENGINE") == "1"
+    with open(root / "lease.lock", "a+") as lease:
+        fcntl.flock(lease, fcntl.LOCK_SH)  # waits while a last user is stopping the engine
+        try:
+            with open(root / "start.lock", "a+") as start:
+                fcntl.flock(start, fcntl.LOCK_EX)  # one starter at a time
+                url = start_engine(root)
+            yield url
+        finally:
+            fcntl.flock(lease, fcntl.LOCK_UN)
+            if not keep:
+                with contextlib.suppress(BlockingIOError):
+                    fcntl.flock(lease, fcntl.LOCK_EX | fcntl.LOCK_NB)  # nobody else holds one
+                    stop_engine(root)
+                    fcntl.flock(lease, fcntl.LOCK_UN)
