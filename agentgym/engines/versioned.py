@@ -1,0 +1,54 @@
+"""Record, per step, the policy version that sampled it (``StepTokens.policy_version``).
+
+Async training needs to know how stale each step is when it reaches the trainer: a
+multi-turn episode that runs across a weight update holds steps of several versions. The
+:class:`~agentgym.policies.base.Completion` of every backend carries ``policy_version``; this
+agent wrapper copies it into the step's tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from agentgym.env import Env
+from agentgym.types import Message, StepTokens
+
+
+class VersionedAgent:
+    """Wraps an :class:`~agentgym.rollout.LMAgent` so each step records its policy version.
+
+    Attribute reads (``context``, ``policy``, ``sampling``) go to the wrapped agent, so
+    :func:`~agentgym.rollout.run_episode` sees the same agent it would otherwise.
+
+    Args:
+        agent: The LM agent (its episodes expose the last :class:`Completion` as ``last``).
+    """
+
+    def __init__(self, agent: Any) -> None:
+        self.agent = agent
+
+    def start(self, prompt: Sequence[Message], env: Env) -> _VersionedEpisode:
+        """Start the wrapped agent's episode."""
+        return _VersionedEpisode(self.agent.start(prompt, env))
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "agent":  # not set yet (unpickling): never recurse
+            raise AttributeError(name)
+        return getattr(self.agent, name)
+
+
+class _VersionedEpisode:
+    def __init__(self, episode: Any) -> None:
+        self.episode = episode
+
+    async def act(self) -> tuple[Message, StepTokens | None]:
+        action, tokens = await self.episode.act()
+        version = getattr(getattr(self.episode, "last", None), "policy_version", None)
+        if tokens is not None and version is not None:
+            tokens = replace(tokens, policy_version=int(version))
+        return action, tokens
+
+    def observe(self, observation: Sequence[Message]) -> None:
+        self.episode.observe(observation)
