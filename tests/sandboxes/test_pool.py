@@ -1,0 +1,127 @@
+"""The warm pool and cleanup: warm hits, refills, discard-on-close, and no container left behind
+after normal exit, exceptions, cancellation, SIGTERM or SIGKILL of the owning process."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+pytestmark = pytest.mark.docker
+
+
+def _ours(client, owner=None):
+    from agentgym.sandboxes.docker import OWNER_LABEL, list_sandboxes, owner_id
+
+    return list_sandboxes(client, **{OWNER_LABEL: owner or owner_id()})
+
+
+async def test_warm_acquire_refill_and_discard(docker_config, docker_client):
+    from agentgym.sandboxes.pool import SandboxPool
+
+    async with SandboxPool(docker_config, size=2) as pool:
+        await asyncio.wait_for(pool.wait_warm(), 120)
+        box = await pool.acquire()
+        assert pool.stats.warm_hits == 1 and pool.stats.cold_starts == 0
+        await box.write_file("state.txt", "episode 1")
+        first = box.container_id
+        await box.aclose()  # reset = discard: the container is gone
+        assert first not in {c.id for c in _ours(docker_client)}
+        await asyncio.wait_for(pool.wait_warm(), 120)  # refilled in the background
+        assert pool.warm_count() == 2
+        boxes = [await pool.acquire() for _ in range(3)]  # one more than warm: a cold start
+        assert pool.stats.warm_hits == 3 and pool.stats.cold_starts == 1
+        for b in boxes:  # a fresh container never sees an earlier episode's files
+            assert (await b.exec("cat state.txt")).exit_code != 0
+        assert len({b.container_id for b in boxes}) == 3
+    # Closing the pool removed the warm ones and the three still checked out.
+    assert _ours(docker_client) == []
+
+
+async def test_exception_and_cancellation_clean_up(docker_config, docker_client):
+    from agentgym.sandboxes.pool import SandboxPool
+
+    with pytest.raises(RuntimeError, match="episode crashed"):
+        async with SandboxPool(docker_config, size=1) as pool:
+            await pool.acquire()
+            raise RuntimeError("episode crashed")
+    assert _ours(docker_client) == []
+
+    started = asyncio.Event()
+
+    async def episode() -> None:
+        async with SandboxPool(docker_config, size=1) as pool:
+            box = await pool.acquire()
+            started.set()
+            await box.exec("sleep 60", timeout=120)
+
+    task = asyncio.create_task(episode())
+    await asyncio.wait_for(started.wait(), 120)
+    await asyncio.sleep(0.5)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert _ours(docker_client) == []
+
+
+OWNER_SCRIPT = textwrap.dedent("""
+    import asyncio, sys
+    from agentgym.sandboxes.docker import DockerConfig, owner_id
+    from agentgym.sandboxes.pool import SandboxPool
+
+    async def main():
+        pool = SandboxPool(DockerConfig(image=sys.argv[1]), size=2)
+        await pool.start()
+        box = await pool.acquire()
+        await pool.wait_warm()
+        print(owner_id(), flush=True)
+        await box.exec("sleep 600", timeout=900)
+
+    asyncio.run(main())
+""")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
+def test_owner_death_removes_its_containers(sig, docker_engine, sandbox_image, docker_client):
+    proc = subprocess.Popen([sys.executable, "-c", OWNER_SCRIPT, sandbox_image],
+                            stdout=subprocess.PIPE, text=True, env=os.environ.copy())
+    try:
+        owner = proc.stdout.readline().strip()  # type: ignore[union-attr]
+        assert owner, "the owner process did not start its pool"
+        assert len(_ours(docker_client, owner)) == 3  # one checked out, two warm
+        proc.send_signal(sig)
+        proc.wait(30)
+        deadline = time.monotonic() + 60
+        while _ours(docker_client, owner) and time.monotonic() < deadline:
+            time.sleep(0.25)
+        assert _ours(docker_client, owner) == []
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+async def test_startup_sweep_removes_leftovers_of_dead_owners(docker_config, docker_client):
+    from agentgym.sandboxes.docker import OWNER_LABEL, owner_id
+    from agentgym.sandboxes.pool import SandboxPool
+
+    host = owner_id().split(":")[0]
+    dead = f"{host}:{2**22 + 7}:0"  # a pid above pid_max: never alive
+    leftover = docker_client.containers.create(
+        docker_config.image, ["sleep", "600"], labels={"agentgym.sandbox": "1",
+                                                       OWNER_LABEL: dead})
+    alive_elsewhere = docker_client.containers.create(
+        docker_config.image, ["sleep", "600"], labels={"agentgym.sandbox": "1",
+                                                       OWNER_LABEL: "other-host:1:1"})
+    try:
+        async with SandboxPool(docker_config, size=0) as pool:
+            assert pool.stats.swept >= 1
+        ids = {c.id for c in docker_client.containers.list(all=True)}
+        assert leftover.id not in ids and alive_elsewhere.id in ids
+    finally:
+        alive_elsewhere.remove(force=True)
