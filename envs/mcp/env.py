@@ -25,6 +25,7 @@ import json
 import os
 import shlex
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from agentgym.errors import ConfigError, MissingExtraError
@@ -121,6 +122,11 @@ class MCPConnection:
             raise MCPToolError(text or "the server reported an error")
         return text
 
+    @property
+    def alive(self) -> bool:
+        """Whether the session is open and its holder task still runs."""
+        return self._client is not None and self._task is not None and not self._task.done()
+
     def _describe(self) -> str:
         if isinstance(self.target, str):
             return self.target
@@ -163,6 +169,9 @@ class MCPEnv(ToolEnv):
         cwd: Working directory of a stdio server.
         call_timeout: Seconds per tool call (past it: a timed-out observation).
         connect_timeout: Seconds to start and connect (past it: an error trajectory).
+        fresh_server_per_episode: Start a new server process (stdio) or session (HTTP) at
+            every reset, so no episode sees another's server state. ``False`` keeps one
+            connection for the env's life (reconnecting if it died): for stateless servers.
         system_prompt: Optional system message.
         instructions: Text after the task prompt (default: how to answer).
         max_turns: Truncate after this many steps.
@@ -173,28 +182,50 @@ class MCPEnv(ToolEnv):
                  verifier: str | Verifier = "exact", *,
                  server_env: Mapping[str, str] | None = None, cwd: str | None = None,
                  call_timeout: float = 30.0, connect_timeout: float = 60.0,
+                 fresh_server_per_episode: bool = True,
                  system_prompt: str | None = None, instructions: str | None = None,
                  max_turns: int | None = None, max_output_chars: int = 8_000) -> None:
         self.server, self.server_env, self.cwd = server, server_env, cwd
         self.call_timeout, self.connect_timeout = call_timeout, connect_timeout
+        self.fresh_server_per_episode = fresh_server_per_episode
+        self._conn: MCPConnection | None = None
         self._specs: list[ToolSpec] | None = None
         super().__init__(tasks, [], verifier=verifier, system_prompt=system_prompt,
                          instructions=instructions, state_factory=self._connect,
                          max_turns=max_turns, timeout=call_timeout,
                          max_output_chars=max_output_chars)
 
-    async def _connect(self, task: Task) -> MCPConnection:
-        conn = MCPConnection(self.server, env=self.server_env, cwd=self.cwd,
-                             call_timeout=self.call_timeout)
-        specs = await conn.open(self.connect_timeout)
-        if specs != self._specs:  # first episode, or the server changed its tools
-            self._specs = specs
-            self.set_tools([Tool(self._caller(s.name), s, self.call_timeout) for s in specs])
-        return conn
+    async def _connect(self, task: Task) -> _Episode:
+        if self._conn is not None and (self.fresh_server_per_episode or not self._conn.alive):
+            await self._conn.aclose()
+            self._conn = None
+        if self._conn is None:
+            conn = MCPConnection(self.server, env=self.server_env, cwd=self.cwd,
+                                 call_timeout=self.call_timeout)
+            specs = await conn.open(self.connect_timeout)
+            self._conn = conn
+            if specs != self._specs:  # first episode, or the server changed its tools
+                self._specs = specs
+                self.set_tools([Tool(self._caller(s.name), s, self.call_timeout) for s in specs])
+        return _Episode(task, self._conn)
 
     def _caller(self, name: str) -> Callable[..., Any]:
         async def call(**arguments: Any) -> str:
-            return await self.state.call(name, arguments)
+            return await self.state.conn.call(name, arguments)
 
         call.__name__ = name
         return call
+
+    async def _close(self) -> None:
+        await super()._close()
+        if self._conn is not None:
+            await self._conn.aclose()
+            self._conn = None
+
+
+@dataclass
+class _Episode:
+    """Per-episode state: the task and the connection its calls go to."""
+
+    task: Task
+    conn: MCPConnection

@@ -1,6 +1,7 @@
 """MCPInventory: questions about a warehouse inventory served by a real MCP server process.
 
-The server (:mod:`agentgym.envs.mcp.inventory`) runs over stdio, one process per episode.
+The server (:mod:`agentgym.envs.mcp.inventory`) runs over stdio, one process per env (it is
+read-only, so episodes cannot leave state in it; it is restarted if it dies).
 Questions ask for an item's total over every warehouse (one ``stock`` call per warehouse)
 or for the warehouse that holds the most of it. Train and test splits are disjoint (every
 fifth question is a test question); the seed picks the question.
@@ -50,5 +51,6 @@ class InventoryEnv(MCPEnv):
         # run as a script: ``-m`` would import this package in the server process too
         super().__init__([sys.executable, str(Path(inventory.__file__))], _tasks(split),
                          verifier="exact", call_timeout=call_timeout,
+                         fresh_server_per_episode=False,  # the server is read-only
                          system_prompt="You answer questions about a warehouse inventory "
                                        "using its tools.")
