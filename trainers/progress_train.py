@@ -1,0 +1,229 @@
+"""Fitting SPA's progress estimator: exploration phase, rolling buffer, refreshes, checkpoints.
+
+Inside ``agentgym train`` (``algorithm.estimator: spa``), each training step runs
+:meth:`ProgressFitter.on_groups` on the step's fresh groups before the advantages:
+
+1. On the first step of a run, the **exploration phase** (``progress.explore_tasks`` groups
+   rolled out with the initial policy) fills the buffer and is fitted for
+   ``progress.explore_epochs`` passes.
+2. The current estimator scores the fresh groups. They have never been fitted on, so
+   this is the **held-out** measurement: ``progress/heldout_mse``, ``progress/heldout_corr``
+   (Pearson correlation of Σ_t ĉ_t with R) and the mean ĉ on successful and failed
+   trajectories (``progress/c_mean_success``, ``progress/c_mean_failure``).
+3. The groups join the **rolling buffer** (the newest ``progress.buffer_groups`` groups).
+   Every ``progress.refresh_every`` steps the estimator is refitted on the buffer for
+   ``progress.epochs`` passes (``progress/loss``: the mean training MSE).
+4. The fresh groups are annotated with ĉ_t (rescored when a refresh just happened):
+   ``step.result.info["progress"]``, which the ``spa`` estimator turns into step rewards.
+
+Its own checkpoint, ``<run_dir>/progress/step-<N>/`` (estimator folder, optimizer state,
+buffer as trajectory JSONL), is written beside every run checkpoint, atomically, and
+``--resume`` reloads the one of the run checkpoint's step. Shuffling uses a generator
+seeded by (run seed, step), so a resumed run fits on the same order.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from agentgym.errors import ConfigError
+from agentgym.jsonl import read_trajectories, write_trajectories
+from agentgym.trainers.advantages.spa import PROGRESS_KEY
+from agentgym.trainers.config import ProgressConfig, TrainConfig
+from agentgym.trainers.metrics import succeeded
+from agentgym.trainers.progress import (
+    META,
+    Packed,
+    ProgressModel,
+    fit_metrics,
+    micro_batches,
+    pack,
+    sum_loss,
+)
+from agentgym.types import Group, Trajectory
+
+
+def annotate(traj: Trajectory, contributions: np.ndarray) -> Trajectory:
+    """``traj`` with ĉ_t written into each step's ``result.info["progress"]``."""
+    steps = tuple(replace(s, result=replace(s.result, info={**s.result.info,
+                                                            PROGRESS_KEY: float(c)}))
+                  for s, c in zip(traj.steps, contributions, strict=True))
+    return replace(traj, steps=steps)
+
+
+class ProgressFitter:
+    """An estimator with its optimizer and buffer; fits on trajectories, annotates groups.
+
+    Example:
+        >>> model = ProgressModel.load("smollm2")  # doctest: +SKIP
+        >>> fitter = ProgressFitter(model, ProgressConfig())  # doctest: +SKIP
+        >>> losses = fitter.fit(trajectories, epochs=3)  # doctest: +SKIP
+    """
+
+    def __init__(self, model: ProgressModel, config: ProgressConfig, seed: int = 0) -> None:
+        self.model, self.config, self.seed = model, config, seed
+        head = list(model.head.parameters())
+        backbone = [p for p in model.backbone.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(
+            [{"params": backbone, "lr": config.lr}, {"params": head, "lr": config.head_lr}],
+            weight_decay=config.weight_decay)
+        self.buffer: deque[Group] = deque(maxlen=max(config.buffer_groups, 1))
+        self.explored = False
+
+    # -- fitting --------------------------------------------------------------------------
+
+    def fit(self, trajs: Sequence[Trajectory], epochs: int, rng_key: Sequence[int] = (0,)
+            ) -> list[float]:
+        """``epochs`` passes of MSE(R − Σĉ) over the scorable ``trajs``; mean loss per pass."""
+        packs = [pack(t) for t in trajs if t.scorable and t.steps]
+        if not packs:
+            return []
+        cfg, rng = self.config, np.random.default_rng([self.seed, *rng_key])
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        losses = []
+        self.model.train()
+        for _ in range(epochs):
+            order = rng.permutation(len(packs))
+            total = 0.0
+            for start in range(0, len(order), cfg.batch_size):
+                batch = [packs[i] for i in order[start:start + cfg.batch_size]]
+                total += self._optimizer_step(batch, params) * len(batch)
+            losses.append(total / len(packs))
+        self.model.eval()
+        return losses
+
+    def _optimizer_step(self, batch: list[Packed], params: list[torch.nn.Parameter]) -> float:
+        self.optimizer.zero_grad(set_to_none=True)
+        total = 0.0
+        for part in micro_batches(batch, self.config.max_tokens_per_micro_batch):
+            rows = [batch[i] for i in part]
+            loss = sum_loss(self.model(rows), [p.target for p in rows]) / len(batch)
+            loss.backward()  # accumulate: the sum over parts is the batch mean
+            total += float(loss.detach())
+        if self.config.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(params, self.config.grad_clip)
+        self.optimizer.step()
+        return total
+
+    def score(self, trajs: Sequence[Trajectory]) -> list[np.ndarray]:
+        """ĉ per step of each trajectory (error trajectories and empty ones get ``(0,)``)."""
+        out: list[np.ndarray] = [np.zeros(0)] * len(trajs)
+        live = [i for i, t in enumerate(trajs) if t.scorable and t.steps]
+        scored = self.model.contributions([pack(trajs[i]) for i in live],
+                                          self.config.max_tokens_per_micro_batch)
+        for i, c in zip(live, scored, strict=True):
+            out[i] = c
+        return out
+
+    # -- inside the training loop ---------------------------------------------------------
+
+    async def on_groups(self, trainer: Any, groups: Sequence[Group],
+                        metrics: dict[str, float]) -> list[Group]:
+        """Explore (first step), measure, buffer, refresh, annotate (module docstring)."""
+        step, start = trainer.state.step, time.perf_counter()
+        if not self.explored:
+            metrics.update(await self._explore(trainer))
+        trajs = [t for g in groups for t in g.trajectories]
+        scores = self.score(trajs)
+        ok = [i for i, t in enumerate(trajs) if t.scorable and t.steps]
+        held = fit_metrics([scores[i] for i in ok], [pack(trajs[i]) for i in ok],
+                           [succeeded(trajs[i]) for i in ok])
+        metrics.update({f"progress/heldout_{k}" if k in ("mse", "corr") else f"progress/{k}": v
+                        for k, v in held.items()})
+        self.buffer.extend(groups)
+        cfg = self.config
+        if cfg.refresh_every and (step + 1) % cfg.refresh_every == 0:
+            losses = self.fit([t for g in self.buffer for t in g.trajectories], cfg.epochs,
+                              rng_key=(step,))
+            if losses:
+                metrics["progress/loss"] = float(np.mean(losses))
+            scores = self.score(trajs)  # annotate with the refreshed estimator
+        metrics["progress/buffer_trajectories"] = float(sum(len(g.trajectories)
+                                                            for g in self.buffer))
+        metrics["progress/fit_s"] = time.perf_counter() - start
+        out, k = [], 0
+        for g in groups:
+            annotated = []
+            for t in g.trajectories:
+                annotated.append(annotate(t, scores[k]) if t.scorable and t.steps else t)
+                k += 1
+            out.append(replace(g, trajectories=tuple(annotated)))
+        return out
+
+    async def _explore(self, trainer: Any) -> dict[str, float]:
+        from agentgym.trainers.loop import _collect
+
+        self.explored = True
+        cfg, run = self.config, trainer.config
+        if not cfg.explore_tasks:
+            return {}
+        seeds = range(cfg.explore_first_seed, cfg.explore_first_seed + cfg.explore_tasks)
+        trajs = await _collect(trainer, seeds, run.rollout.group_size, run.rollout.temperature,
+                               seed=run.seed * 100_003 + 99_991)
+        self.buffer.extend(Group.from_trajectories(trajs))
+        losses = self.fit([t for t in trajs if t.scorable], cfg.explore_epochs, rng_key=(1 << 30,))
+        return {"progress/explore_trajectories": float(len(trajs)),
+                **({"progress/explore_loss": losses[-1]} if losses else {})}
+
+    # -- checkpoints ----------------------------------------------------------------------
+
+    def save(self, run_dir: Path, step: int, keep: int = 2) -> Path:
+        """Write ``<run_dir>/progress/step-<N>/`` atomically; keep the newest ``keep``."""
+        root = Path(run_dir) / "progress"
+        final, tmp = root / f"step-{step:06d}", root / f".tmp-step-{step:06d}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        torch.save(self.optimizer.state_dict(), tmp / "optimizer.pt")
+        write_trajectories(tmp / "buffer.jsonl", [t for g in self.buffer for t in g.trajectories])
+        (tmp / "fitter.json").write_text(json.dumps({"explored": self.explored}))
+        self.model.save(tmp)  # writes META last: the marker of a complete folder
+        shutil.rmtree(final, ignore_errors=True)
+        tmp.rename(final)
+        for old in sorted(p for p in root.glob("step-*") if (p / META).exists())[:-keep]:
+            shutil.rmtree(old, ignore_errors=True)
+        return final
+
+    def load(self, run_dir: Path, step: int) -> None:
+        """Restore the estimator, optimizer and buffer saved at ``step`` of the run."""
+        path = Path(run_dir) / "progress" / f"step-{step:06d}"
+        if not (path / META).exists():
+            raise ConfigError(f"--resume: the run checkpoint is at step {step} but {path} holds "
+                              "no progress estimator; resume a run that trained with spa")
+        saved = ProgressModel.load(path, device=str(self.model.device))
+        self.model.load_state_dict(saved.state_dict())
+        self.optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=False))
+        self.buffer.clear()
+        self.buffer.extend(Group.from_trajectories(list(read_trajectories(path / "buffer.jsonl"))))
+        self.explored = bool(json.loads((path / "fitter.json").read_text())["explored"])
+
+
+def build_fitter(config: TrainConfig, policy_model: Any, resume_from: Path | None
+                 ) -> ProgressFitter | None:
+    """The run's fitter when ``algorithm.estimator`` is ``spa`` (else None).
+
+    Call it with the freshly loaded policy (before LoRA wraps it): ``progress.model=policy``
+    copies those initial weights. ``resume_from`` is the run checkpoint being resumed.
+    """
+    if config.algorithm.estimator != "spa":
+        return None
+    cfg = config.progress
+    if cfg.model == "policy":
+        model = ProgressModel.from_causal_lm(policy_model)
+    else:
+        model = ProgressModel.load(cfg.model, device=config.model.device,
+                                   dtype=config.model.dtype)
+    fitter = ProgressFitter(model, cfg, seed=config.seed)
+    if resume_from is not None:
+        step = int(json.loads((Path(resume_from) / "state.json").read_text())["step"])
+        fitter.load(Path(config.run_dir), step)
+    return fitter
