@@ -20,10 +20,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-from agentgym.context import Context, ContextConfig, ContextLimitExceeded, make_context
+from agentgym.context import (
+    Context,
+    ContextConfig,
+    ContextLimitExceeded,
+    SummarizeContext,
+    SummaryLimitReached,
+    make_context,
+)
 from agentgym.env import Env
 from agentgym.policies.base import Completion, Policy, SamplingParams
-from agentgym.types import Message, Step, StepTokens, Trajectory
+from agentgym.types import Message, Step, StepResult, StepTokens, Trajectory
 
 
 class AgentEpisode(Protocol):
@@ -36,6 +43,23 @@ class AgentEpisode(Protocol):
     def observe(self, observation: Sequence[Message]) -> None:
         """What the env answered to the last action."""
         ...
+
+
+@dataclass(frozen=True)
+class SummaryTurn:
+    """A summary policy call (SUPO): recorded as a step, never sent to the env.
+
+    Attributes:
+        action: The summary the policy wrote.
+        tokens: Its exact tokens.
+        continuation: The user message that opens the next working context.
+        valid: False when the summary turn called a tool (it is not run).
+    """
+
+    action: Message
+    tokens: StepTokens | None
+    continuation: Message
+    valid: bool
 
 
 class Agent(Protocol):
@@ -118,6 +142,24 @@ class _LMEpisode:
         assert self.last is not None, "observe() before act()"
         self.context.record(self.last, observation)
 
+    async def summarize(self) -> SummaryTurn | None:
+        """A summary call when the working context is full (``summarize`` mode), else None.
+
+        Raises:
+            SummaryLimitReached: The context is full and S summaries were made already.
+        """
+        context = self.context
+        if not isinstance(context, SummarizeContext) or not context.needs_summary():
+            return None
+        request = context.summary_request(self._params())
+        (completion,) = await self.agent.policy.generate([request])
+        tokens = completion.tokens()
+        if tokens is None and request.prompt_ids and completion.completion_ids:
+            tokens = StepTokens(request.prompt_ids, completion.completion_ids,
+                                completion.logprobs)
+        continuation, valid = context.record_summary(completion)
+        return SummaryTurn(completion.message(), tokens, continuation, valid)
+
 
 async def run_episode(env: Env, agent: Agent, *, seed: int | None, group_id: str,
                       config: RolloutConfig = RolloutConfig(),
@@ -145,7 +187,13 @@ async def run_episode(env: Env, agent: Agent, *, seed: int | None, group_id: str
             task_id = str(info.get("task_id", task_id))
             prompt = tuple(observation)
             episode, key = agent.start(prompt, env), info.get("state_key")
-            for index in range(config.max_steps):
+            # H (SUPO): a cap on policy calls (= steps, summaries included); None outside
+            # summarize mode.
+            max_calls = getattr(getattr(agent, "context", None), "max_calls", None)
+            for _ in range(config.max_steps):
+                if max_calls is not None and len(steps) >= max_calls:
+                    metrics.update(overlong=1.0, stopped_by_max_calls=1.0)
+                    break
                 try:
                     async with step_limit(config.step_timeout):
                         action, tokens = await episode.act()
@@ -154,12 +202,21 @@ async def run_episode(env: Env, agent: Agent, *, seed: int | None, group_id: str
                     break
                 async with step_limit(config.step_timeout):
                     result = await env.step(action)
-                steps.append(Step(index, action, result, tokens, key, result.valid))
+                steps.append(Step(len(steps), action, result, tokens, key, result.valid))
                 key = result.info.get("state_key")
                 if result.done:
                     status = "terminated" if result.terminated else "truncated"
                     break
                 episode.observe(result.observation)
+                if max_calls is not None and len(steps) < max_calls:
+                    async with step_limit(config.step_timeout):
+                        turn, stop = await _summarize(episode, len(steps))
+                    steps += turn
+                    if stop:
+                        metrics.update(stop)
+                        break
+            if max_calls is not None:
+                metrics["summaries"] = float(sum(s.summary for s in steps))
     except Exception as exc:  # an infrastructure fault: counted, never scored
         if isinstance(exc, TimeoutError):
             exc = TimeoutError(f"a step or the episode ran past its timeout (step "
@@ -174,6 +231,29 @@ async def run_episode(env: Env, agent: Agent, *, seed: int | None, group_id: str
     return Trajectory(traj_id, task_id, group_id, prompt, tuple(steps), status=status,
                       env_id=env_id, seed=seed, tools=tuple(env.tools),
                       metrics=metrics).with_outcome()
+
+
+async def _summarize(episode: AgentEpisode, index: int) -> tuple[list[Step], dict[str, float]]:
+    """The episode's summary turn as a step (SUPO), if one is due.
+
+    Returns:
+        The summary step (or none), and the metrics that stop the episode when the context
+        is full and no summary is left (empty otherwise).
+    """
+    summarize = getattr(episode, "summarize", None)
+    try:
+        turn = await summarize() if summarize is not None else None
+    except (SummaryLimitReached, ContextLimitExceeded) as exc:
+        reason = "stopped_by_max_summaries" if isinstance(exc, SummaryLimitReached) \
+            else "truncated_by_context"
+        return [], {"overlong": 1.0, reason: 1.0, "context_tokens": float(exc.tokens)}
+    if turn is None:
+        return [], {}
+    # No env step: the env state is unchanged, and its key is left out (None) so that
+    # state-keyed estimators never anchor a summary with the env actions of that state.
+    result = StepResult((turn.continuation,), None,
+                        info={"valid": turn.valid, "summary": True, "dropped_step": index - 1})
+    return [Step(index, turn.action, result, turn.tokens, None, turn.valid, summary=True)], {}
 
 
 async def run_groups(make_env: Callable[[], Env], agent: Agent, seeds: Sequence[int],

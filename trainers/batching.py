@@ -4,7 +4,10 @@ One training sample per step (DESIGN.md "Data flow"): the step's *recorded*
 ``prompt_ids + completion_ids`` (never re-tokenized), trained on its completion tokens only,
 each of which carries the step's advantage (spec §0 "Broadcast") and its recorded behaviour
 log-prob. Full-history packing (one sequence per trajectory whose prompts are exact prefixes
-of each other) is not implemented: every step is its own sample.
+of each other) is not implemented here: every step is its own sample. SUPO
+(:mod:`agentgym.trainers.supo`) packs each working context into one sample, using
+``Sample.mask`` (observation tokens between turns are not trained) and
+``Sample.token_advantages`` (each turn's tokens carry that turn's advantage).
 
 **Alignment.** A :class:`Sample` is *token-aligned*: index ``i`` describes ``input_ids[i]``.
 A :class:`MicroBatch` is *target-aligned*: with ``input_ids`` of shape ``(B, T)``, the
@@ -65,6 +68,10 @@ class Sample:
         advantage: The step's advantage, given to every completion token.
         completion_logprobs: Behaviour log-prob of each completion token, length L - P;
             NaN when the backend recorded none (the caller must then recompute them).
+        mask: For a packed sample, 1/0 per token of ``[P, L)``: 1 on the policy's own tokens,
+            0 on the observations between them. Empty = every token of ``[P, L)`` trained.
+        token_advantages: For a packed sample, the advantage per token of ``[P, L)``.
+            Empty = ``advantage`` everywhere.
     """
 
     traj_id: str
@@ -74,6 +81,16 @@ class Sample:
     prompt_len: int
     advantage: float
     completion_logprobs: tuple[float, ...]
+    mask: tuple[float, ...] = ()
+    token_advantages: tuple[float, ...] = ()
+
+    def __post_init__(self) -> None:
+        n = len(self.input_ids) - self.prompt_len
+        for name in ("completion_logprobs", "mask", "token_advantages"):
+            value = getattr(self, name)
+            if (value or name == "completion_logprobs") and len(value) != n:
+                raise TrainingDataError(f"Sample.{name} has {len(value)} entries; it needs one "
+                                        f"per token after the prompt ({n})")
 
     @property
     def length(self) -> int:
@@ -82,32 +99,38 @@ class Sample:
 
     @property
     def num_completion_tokens(self) -> int:
-        """Number of trained tokens, L - P."""
+        """Number of trained tokens (L - P, less the masked ones of a packed sample)."""
+        if self.mask:
+            return int(sum(self.mask))
         return len(self.input_ids) - self.prompt_len
 
     @property
     def has_logprobs(self) -> bool:
-        """Whether behaviour log-probs were recorded."""
-        return not any(math.isnan(x) for x in self.completion_logprobs)
+        """Whether behaviour log-probs were recorded (for every trained token)."""
+        weights = self.mask or (1.0,) * len(self.completion_logprobs)
+        return not any(math.isnan(x) for x, w in zip(self.completion_logprobs, weights,
+                                                     strict=True) if w)
 
     @property
     def loss_mask(self) -> np.ndarray:
-        """``(L,)`` float32, 1 on completion tokens, 0 on prompt tokens."""
+        """``(L,)`` float32, 1 on trained tokens, 0 on prompt (and masked) tokens."""
         out = np.zeros(self.length, np.float32)
-        out[self.prompt_len:] = 1.0
+        out[self.prompt_len:] = self.mask or 1.0
         return out
 
     @property
     def advantages(self) -> np.ndarray:
-        """``(L,)`` float32, the advantage on completion tokens, 0 elsewhere."""
-        return self.loss_mask * np.float32(self.advantage)
+        """``(L,)`` float32, the advantage on trained tokens, 0 elsewhere."""
+        out = np.zeros(self.length, np.float32)
+        out[self.prompt_len:] = self.token_advantages or self.advantage
+        return out * self.loss_mask
 
     @property
     def old_logprobs(self) -> np.ndarray:
         """``(L,)`` float32, behaviour log-probs on completion tokens, 0 elsewhere."""
         out = np.zeros(self.length, np.float32)
         out[self.prompt_len:] = self.completion_logprobs
-        return out
+        return np.where(self.loss_mask > 0, out, np.float32(0.0))
 
 
 def samples_from_groups(groups: Iterable[Group], advantages: Mapping[str, np.ndarray], *,
@@ -285,13 +308,13 @@ def _collate(rows: list[Sample], indices: tuple[int, ...], pad_id: int, total_to
     adv = np.zeros((b, t - 1), np.float32)  # (B, T-1)
     old = np.zeros((b, t - 1), np.float32)  # (B, T-1)
     for r, s in enumerate(rows):
-        n, p = s.length, s.prompt_len
+        n = s.length
         ids[r, :n] = s.input_ids
         attn[r, :n] = 1
         # Completion token k (position P+k) is the target of column P+k-1.
-        mask[r, p - 1:n - 1] = 1.0
-        adv[r, p - 1:n - 1] = s.advantage
-        old[r, p - 1:n - 1] = s.completion_logprobs
+        mask[r, :n - 1] = s.loss_mask[1:]
+        adv[r, :n - 1] = s.advantages[1:]
+        old[r, :n - 1] = s.old_logprobs[1:]
     return MicroBatch(
         input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(attn),
         loss_mask=torch.from_numpy(mask), advantages=torch.from_numpy(adv),
