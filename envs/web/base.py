@@ -63,11 +63,17 @@ Intent = tuple[str, ...]
 
 
 def expert_intent(task: Task, catalog: Catalog, cart: Sequence[tuple[str, Mapping[str, str]]],
-                  facts: PageFacts) -> Intent:
-    """The oracle's next move: buy the goal product with the task's options, nothing else."""
-    goal = catalog.get(task.goal_id)
-    assert goal is not None
-    wanted = (goal.id, dict(task.options))
+                  facts: PageFacts, buy: tuple[str, Mapping[str, str]] | None = None) -> Intent:
+    """The oracle's next move: buy the goal product with the task's options, nothing else.
+
+    ``buy=(product_id, options)`` buys that item instead (to compare what other purchases
+    score).
+    """
+    goal = catalog.get(buy[0] if buy else task.goal_id)
+    if goal is None:
+        raise ValueError(f"no product {buy[0] if buy else task.goal_id!r} in the catalogue")
+    options = dict(buy[1]) if buy else dict(task.options)
+    wanted = (goal.id, options)
     on_cart = facts.path == "/cart"
     if cart:
         if [(p, dict(o)) for p, o in cart] == [wanted]:
@@ -77,7 +83,7 @@ def expert_intent(task: Task, catalog: Catalog, cart: Sequence[tuple[str, Mappin
         bad = next(i for i, line in enumerate(cart, 1) if (line[0], dict(line[1])) != wanted)
         return ("remove", str(bad))
     if facts.path == f"/product/{goal.id}":
-        for kind, value in task.options.items():
+        for kind, value in options.items():
             if facts.chosen.get(kind) != value:
                 return ("choose", kind, value)
         return ("add",)

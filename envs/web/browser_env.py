@@ -343,10 +343,14 @@ class WebShopEnv(WebShopBase):
         return PageFacts(parts.path, query, results, any(e.name == "Next >" for e in links),
                          chosen)
 
-    def expert_action(self) -> Message:
-        """The oracle's next action (the ``scripted`` policy), as a tool call."""
+    def expert_action(self, buy: tuple[str, dict[str, str]] | None = None) -> Message:
+        """The oracle's next action (the ``scripted`` policy), as a tool call.
+
+        Args:
+            buy: ``(product_id, options)`` to buy instead of the task's goal.
+        """
         assert self.site is not None
-        intent = expert_intent(self.task, self.site.catalog, self._cart(), self.facts())
+        intent = expert_intent(self.task, self.site.catalog, self._cart(), self.facts(), buy)
 
         def ref(role: str, test: Any) -> str:
             return next(e.ref for e in self.elements.values() if e.role == role and test(e))

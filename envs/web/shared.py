@@ -164,20 +164,35 @@ def shared() -> _LoopShared:
 def browser_processes(owner: int | None = None) -> list[int]:
     """Pids of live browser processes launched by process ``owner`` (default: this one).
 
-    Reads ``/proc/*/environ`` for the marker every launch sets, so orphans count too.
+    A process counts when its environment carries the marker every launch sets (so orphans
+    count too) or when it descends from one that does (Chromium's utility processes start
+    with a cleaned environment).
     """
     marker = f"{OWNER_ENV}={os.getpid() if owner is None else owner}".encode()
-    pids = []
+    parents: dict[int, int] = {}
+    marked: set[int] = set()
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
         try:
-            with open(f"/proc/{name}/environ", "rb") as f:
-                environ = f.read().split(b"\0")
             with open(f"/proc/{name}/stat", "rb") as f:
-                zombie = f.read().rsplit(b")", 1)[1].split()[0] == b"Z"
-        except OSError:
+                fields = f.read().rsplit(b")", 1)[1].split()
+            if fields[0] == b"Z":  # exited, waiting to be reaped: not running
+                continue
+            parents[int(name)] = int(fields[1])
+            with open(f"/proc/{name}/environ", "rb") as f:
+                if marker in f.read().split(b"\0"):
+                    marked.add(int(name))
+        except (OSError, IndexError, ValueError):
             continue
-        if marker in environ and not zombie:
-            pids.append(int(name))
-    return sorted(pids)
+
+    def launched(pid: int) -> bool:
+        for _ in range(64):  # walk up the tree; bounded against odd /proc states
+            if pid in marked:
+                return True
+            if pid not in parents or pid <= 1:
+                return False
+            pid = parents[pid]
+        return False
+
+    return sorted(pid for pid in parents if launched(pid))

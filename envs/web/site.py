@@ -22,6 +22,7 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass, field
 from html import escape
+from typing import Any
 from urllib.parse import urlencode
 
 from aiohttp import web
@@ -50,6 +51,10 @@ class ShopSession:
     id: str
     cart: list[CartLine] = field(default_factory=list)
     order: tuple[CartLine, ...] | None = None
+
+
+# Typed request storage where aiohttp has it (3.12+), a plain key before.
+SESSION: Any = web.RequestKey("session", ShopSession) if hasattr(web, "RequestKey") else "session"
 
 
 class ShopSite:
@@ -125,7 +130,7 @@ class ShopSite:
         fresh = sid not in self.sessions
         if fresh:  # a visitor without a session (a person with a browser) gets one
             sid = self.new_session()
-        request["session"] = self.sessions[sid]
+        request[SESSION] = self.sessions[sid]
         response: web.StreamResponse = await handler(request)  # type: ignore[operator]
         if fresh:
             response.set_cookie(COOKIE, sid, httponly=True, samesite="Lax")
@@ -134,7 +139,7 @@ class ShopSite:
     # -- pages -----------------------------------------------------------------------------
     def _page(self, request: web.Request, title: str, body: str, status: int = 200,
               query: str = "") -> web.Response:
-        count = len(request["session"].cart)
+        count = len(request[SESSION].cart)
         html = f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{escape(title)} - Shop</title></head>
 <body><header><nav><a href="/">Home</a> <a href="/cart">Cart ({count})</a></nav>
@@ -213,11 +218,11 @@ class ShopSite:
             if value not in values:  # nothing chosen, or a value this product lacks
                 raise web.HTTPSeeOther(f"/product/{product.id}?{urlencode({'error': kind})}")
             chosen[kind] = value
-        request["session"].cart.append(CartLine(product.id, chosen))
+        request[SESSION].cart.append(CartLine(product.id, chosen))
         raise web.HTTPSeeOther("/cart")
 
     async def _cart(self, request: web.Request) -> web.Response:
-        cart = request["session"].cart
+        cart = request[SESSION].cart
         lines = []
         for i, line in enumerate(cart, 1):
             p = self._get(line.product_id)
@@ -237,7 +242,7 @@ class ShopSite:
 
     async def _cart_remove(self, request: web.Request) -> web.Response:
         form = await request.post()
-        cart = request["session"].cart
+        cart = request[SESSION].cart
         try:
             del cart[int(str(form.get("line", ""))) - 1]
         except (ValueError, IndexError):
@@ -245,13 +250,13 @@ class ShopSite:
         raise web.HTTPSeeOther("/cart")
 
     async def _checkout(self, request: web.Request) -> web.Response:
-        session: ShopSession = request["session"]
+        session: ShopSession = request[SESSION]
         if session.cart and session.order is None:
             session.order, session.cart = tuple(session.cart), []
         raise web.HTTPSeeOther("/order" if session.order is not None else "/cart")
 
     async def _order(self, request: web.Request) -> web.Response:
-        order = request["session"].order
+        order = request[SESSION].order
         if order is None:
             return self._page(request, "Order", "<h1>No order yet</h1>", status=404)
         items = "".join(f"<li>{escape(self._get(line.product_id).title)}</li>" for line in order)

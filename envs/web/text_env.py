@@ -202,10 +202,14 @@ class WebShopTextEnv(WebShopBase):
         return PageFacts(parts.path, unquote_plus(query.get("q", "")), results,
                          self.page.find("Next >") is not None, chosen)
 
-    def expert_action(self) -> Message:
-        """The oracle's next action (the ``scripted`` policy), as a tool call."""
+    def expert_action(self, buy: tuple[str, dict[str, str]] | None = None) -> Message:
+        """The oracle's next action (the ``scripted`` policy), as a tool call.
+
+        Args:
+            buy: ``(product_id, options)`` to buy instead of the task's goal.
+        """
         assert self.site is not None
-        intent = expert_intent(self.task, self.site.catalog, self._cart(), self.facts())
+        intent = expert_intent(self.task, self.site.catalog, self._cart(), self.facts(), buy)
         kind = intent[0]
         if kind == "search":
             return _call("search", query=intent[1])

@@ -1,0 +1,105 @@
+"""The text web env: oracle, contract checks, actions, bad input, session isolation."""
+
+from __future__ import annotations
+
+import pytest
+
+import agentgym
+from agentgym import Message, ToolCall
+from agentgym.envs.web import WebShopTextEnv
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+KW = {"catalog_size": 1000}  # the catalogue tests/envs/web/conftest.py serves
+
+
+async def play(env, seed: int, buy=None, split: str = "train"):
+    """Reset and follow the oracle to the end; returns the last step's result and the count."""
+    await env.reset(seed=seed)
+    for turn in range(30):
+        result = await env.step(env.expert_action(buy))
+        assert result.valid, result.observation[0].content
+        if result.done:
+            return result, turn + 1
+    raise AssertionError("the oracle did not finish in 30 turns")
+
+
+@pytest.mark.parametrize("split", ["train", "test"])
+async def test_oracle_scores_one_on_sampled_tasks(web_shared, split: str) -> None:
+    async with WebShopTextEnv(split, **KW) as env:
+        for seed in range(6):
+            result, turns = await play(env, seed)
+            assert result.terminated and result.reward == 1.0 and result.info["success"]
+            assert result.info["purchased"] == [env.task.goal_id] and turns <= 8
+
+
+async def test_contract_checks_pass(web_shared) -> None:
+    ran = await agentgym.check_env(agentgym.make("agentgym/WebShopText-v0", **KW),
+                                   make_env=lambda: agentgym.make("agentgym/WebShopText-v0", **KW))
+    assert "determinism" in ran
+
+
+async def test_webshop_text_actions_and_state_keys(web_shared) -> None:
+    async with WebShopTextEnv(**KW) as env:
+        prompt, info = await env.reset(seed=2)
+        assert "search[" in prompt[0].content and info["task_id"] == "webshop-train-2"
+        first_key = env.state_key()
+        assert first_key.startswith("/#")
+        result = await env.step(Message("assistant", "I will look. search[waterproof jacket]"))
+        assert result.valid and result.reward is None and not result.done
+        assert result.info["state_key"].startswith("/search#")
+        assert 'Results for "waterproof jacket"' in result.observation[-1].content
+        result = await env.step(Message("assistant", "click[Next >]"))
+        assert result.valid and "Page 2 of" in result.observation[-1].content
+        again = WebShopTextEnv(**KW)
+        try:  # same page, same key, in another episode and session
+            await again.reset(seed=2)
+            assert again.state_key() == first_key
+        finally:
+            await again.aclose()
+
+
+async def test_bad_input_is_an_invalid_observation(web_shared) -> None:
+    async with WebShopTextEnv(**KW) as env:
+        await env.reset(seed=0)
+        for action, expected in [
+            (Message("assistant", "click[No such button]"), "no element labelled"),
+            (Message("assistant", "click[Shop policies]"), "leads off the shop"),
+            (Message("assistant", "", tool_calls=(ToolCall("c", "search", {"query": " "}),)),
+             "query is empty"),
+            (Message("assistant", "I do not know"), "no tool call"),
+        ]:
+            result = await env.step(action)
+            assert not result.valid and expected in result.observation[0].content
+            assert not result.done and result.info["state_key"].startswith("/#")
+
+
+async def test_finish_ends_without_reward(web_shared) -> None:
+    async with WebShopTextEnv(**KW) as env:
+        await env.reset(seed=0)
+        result = await env.step(Message("assistant", "", tool_calls=(ToolCall("c", "finish", {}),)))
+        assert result.terminated and result.reward == 0.0 and not result.info["success"]
+
+
+async def test_missing_option_is_refused_by_the_site(web_shared) -> None:
+    async with WebShopTextEnv(**KW) as env:
+        await env.reset(seed=5)
+        for _ in range(2):  # search, open the goal
+            await env.step(env.expert_action())
+        result = await env.step(Message("assistant", "click[Add to cart]"))
+        assert result.valid and "Please choose a" in result.observation[-1].content
+        assert env._cart() == []
+
+
+async def test_sessions_are_isolated(web_shared) -> None:
+    a, b = WebShopTextEnv(**KW), WebShopTextEnv(**KW)
+    try:
+        await a.reset(seed=1)
+        await b.reset(seed=1)
+        while not a._cart():  # a fills its cart; b's stays empty
+            await a.step(a.expert_action())
+        result = await b.step(Message("assistant", "click[Cart (0)]"))
+        assert "Your cart is empty" in result.observation[-1].content
+        assert a.site is b.site  # one server for both
+    finally:
+        await a.aclose()
+        await b.aclose()
