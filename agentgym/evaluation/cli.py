@@ -38,6 +38,9 @@ def eval_command(
     ] = None,
     max_tokens: Annotated[int, typer.Option(help="Most tokens per policy call.")] = 256,
     concurrency: Annotated[int, typer.Option(help="Episodes in flight per env.")] = 16,
+    step_timeout: Annotated[float, typer.Option(
+        help="Seconds a policy call or env step may take before the episode is an error.")
+    ] = 300.0,
     model: Annotated[str | None, typer.Option(help="Model name for openai: policies.")] = None,
     train_run: Annotated[Path | None, typer.Option(
         help="A training run_dir: plot its logged evaluations as a learning curve.")] = None,
@@ -63,7 +66,7 @@ def eval_command(
         folder = base if len(policy or []) == 1 else base / f"{i:02d}-{_safe(spec)}"
         config = EvalConfig(suite=str(suite), policy=spec, k=k, seed=seed, tasks=tasks,
                             temperature=temperature, max_tokens=max_tokens,
-                            concurrency=concurrency, model=model)
+                            concurrency=concurrency, model=model, step_timeout=step_timeout)
         from rich.progress import Progress
 
         with Progress(console=err, transient=True) as progress:

@@ -192,7 +192,9 @@ def evaluate(config: EvalConfig, out_dir: str | Path, *, log: Callable[[str], No
         backup = repair_results(out_dir / RESULTS_FILE, loaded)
         if backup is not None:
             log(f"kept {len(loaded.valid_lines)} valid lines; the original file is at {backup}")
-        log(f"resuming: {len(loaded.trajectories)} episodes already in {out_dir}")
+        errors = sum(not t.scorable for t in loaded.trajectories)
+        log(f"resuming: {len(loaded.trajectories) - errors} episodes already in {out_dir}"
+            + (f"; {errors} that ended in error run again" if errors else ""))
     agent = _make_agent(config, temperature)
     total = sum(len(e.seeds) * e.rollouts for e in suite.entries)
     start = time.perf_counter()
@@ -234,7 +236,7 @@ async def _run_with_policy(suite: Suite, agent: Any, out_dir: Path, config: Eval
     backend = getattr(agent, "policy", None)
     task = None
     if progress is not None:
-        already = len(load_results(out_dir / RESULTS_FILE).trajectories)
+        already = sum(t.scorable for t in load_results(out_dir / RESULTS_FILE).trajectories)
         task = progress.add_task(f"{suite.name} · {config.policy}", total=total,
                                  completed=already)
     try:

@@ -87,6 +87,10 @@ def test_learning_curve_from_a_training_run(tmp_path):
                       "all-local/sokoban": [(0.0, 0.0), (2.0, 0.25)]}
     path = learning_curve_from_run(tmp_path, tmp_path / "curve.png")
     assert path.read_bytes().startswith(PNG)
+    result = CliRunner().invoke(app, ["eval", "--train-run", str(tmp_path), "--out",
+                                      str(tmp_path / "report")])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "report" / "learning_curve.png").read_bytes().startswith(PNG)
     (tmp_path / "empty").mkdir()
     (tmp_path / "empty" / "metrics.jsonl").write_text(json.dumps({"step": 1, "loss": 1}) + "\n")
     with pytest.raises(ValueError, match="set env.eval_seeds or eval.suite"):

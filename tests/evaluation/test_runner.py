@@ -110,6 +110,7 @@ def test_resume_after_truncation_keeps_the_valid_part(tmp_path, clean_registry):
     second = evaluate(config, tmp_path, log=messages.append)
     assert any("line 6: truncated" in m for m in messages), messages
     assert any("resuming: 5 episodes" in m for m in messages), messages
+    assert not any("run again" in m for m in messages)
     final = load_results(path)
     assert final.problems == () and len(final.trajectories) == 8
     ids = [t.id for t in final.trajectories]
