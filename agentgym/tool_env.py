@@ -27,7 +27,7 @@ import asyncio
 import functools
 import hashlib
 import inspect
-import json
+import queue
 import re
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -217,6 +217,10 @@ class ToolEnv(BaseEnv):
                                                           spec.parameters), self._timeout))
         self.toolbox = ToolBox([self._guard(t, self._sync_tools) for t in user_tools],
                                max_output_chars=self._max_output_chars)
+        # Most tools take a few plain scalars: check those directly and leave jsonschema (and
+        # its error messages) for everything else; it is most of the per-call overhead.
+        self.toolbox._validators = {name: _FastValidator(v, self.toolbox.tools[name].spec)
+                                    for name, v in self.toolbox._validators.items()}
         self.tools: Sequence[ToolSpec] = self.toolbox.specs
 
     def _guard(self, t: Tool, sync_tools: str) -> Tool:
@@ -235,6 +239,7 @@ class ToolEnv(BaseEnv):
                 self._fault = exc
                 raise
 
+        guarded.__signature__ = inspect.signature(fn)  # type: ignore[attr-defined]  # cached
         return Tool(guarded, t.spec, t.timeout)
 
     # -- episode -----------------------------------------------------------------------
@@ -287,8 +292,10 @@ class ToolEnv(BaseEnv):
             fault, self._fault = self._fault, None
             raise fault
         for call, message in zip(outcome.calls, outcome.messages, strict=False):
-            self._history.update(json.dumps([call.name, dict(call.arguments), message.content],
-                                            sort_keys=True, default=str).encode())
+            args = sorted(call.arguments.items()) if isinstance(call.arguments, Mapping) else \
+                call.arguments
+            self._history.update(f"{call.name}\0{args!r}\0{message.content}\0".encode(
+                "utf-8", "replace"))
         answer = next((v for c, v in zip(outcome.calls, outcome.results, strict=False)
                        if c.name == self.answer_tool and v is not None), tagged)
         if answer is not None:
@@ -322,7 +329,8 @@ class ToolEnv(BaseEnv):
         if self.turn < len(self.task.solution):
             return Message("assistant", "", (self.task.solution[self.turn],))
         if self.answer_tool:
-            call = ToolCall(f"call_{self.turn}", self.answer_tool, {"answer": str(self.task.answer)})
+            call = ToolCall(f"call_{self.turn}", self.answer_tool,
+                            {"answer": str(self.task.answer)})
             return Message("assistant", "", (call,))
         return Message("assistant", f"<{self.answer_tag}>{self.task.answer}</{self.answer_tag}>")
 
@@ -336,8 +344,76 @@ class ToolEnv(BaseEnv):
         await self._close_state()
 
 
+_SCALAR_CHECKS: dict[str, Callable[[Any], bool]] = {
+    "string": lambda v: type(v) is str, "integer": lambda v: type(v) is int,
+    "number": lambda v: type(v) in (int, float), "boolean": lambda v: type(v) is bool}
+
+
+class _FastValidator:
+    """Accepts flat scalar arguments without jsonschema; anything else goes to ``full``.
+
+    It only ever says "valid" for arguments the full validator accepts too (a subset of
+    JSON-schema types, no enums), so error messages always come from jsonschema.
+    """
+
+    def __init__(self, full: Any, spec: ToolSpec) -> None:
+        self.full = full
+        params = spec.parameters
+        props = params.get("properties", {})
+        simple = (params.get("type") == "object" and isinstance(props, Mapping) and all(
+            isinstance(p, Mapping) and isinstance(p.get("type"), str)
+            and p["type"] in _SCALAR_CHECKS
+            and set(p) <= {"type", "description", "title"} for p in props.values())
+            and set(params) <= {"type", "properties", "required", "additionalProperties",
+                                "title"} and params.get("additionalProperties", False) is False)
+        self.checks = ({k: _SCALAR_CHECKS[p["type"]] for k, p in props.items()} if simple
+                       else None)
+        self.required = tuple(params.get("required", ()))
+
+    def iter_errors(self, instance: Any) -> Any:
+        checks = self.checks
+        if (checks is not None and type(instance) is dict
+                and all(k in instance for k in self.required)
+                and all(k in checks and checks[k](v) for k, v in instance.items())):
+            return ()
+        return self.full.iter_errors(instance)
+
+
+class _DaemonWorkers:
+    """Daemon threads that run sync tools; a new one starts whenever none is idle.
+
+    Daemon threads, unlike ``asyncio.to_thread``'s executor, never hold up interpreter exit,
+    so a tool that hangs forever costs one parked thread, not a hung process.
+    """
+
+    def __init__(self) -> None:
+        self.jobs: queue.SimpleQueue[tuple[Callable[[], None]]] = queue.SimpleQueue()
+        self.idle = 0
+        self.lock = threading.Lock()
+
+    def submit(self, job: Callable[[], None]) -> None:
+        with self.lock:
+            start = self.idle == 0
+            self.idle -= 0 if start else 1
+        if start:
+            threading.Thread(target=self._work, args=(job,), name="agentgym-tool",
+                             daemon=True).start()
+        else:
+            self.jobs.put((job,))
+
+    def _work(self, job: Callable[[], None]) -> None:
+        while True:
+            job()
+            with self.lock:
+                self.idle += 1
+            (job,) = self.jobs.get()
+
+
+_WORKERS = _DaemonWorkers()
+
+
 async def _in_daemon_thread(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
-    """Run ``fn(**kwargs)`` in a daemon thread; a hung call never blocks the loop or exit."""
+    """Run ``fn(**kwargs)`` in a daemon worker; a hung call never blocks the loop or exit."""
     loop = asyncio.get_running_loop()
     future: asyncio.Future[Any] = loop.create_future()
 
@@ -355,6 +431,5 @@ async def _in_daemon_thread(fn: Callable[..., Any], kwargs: dict[str, Any]) -> A
         except RuntimeError:  # the loop closed while the call hung
             pass
 
-    threading.Thread(target=work, name=f"tool-{getattr(fn, '__name__', 'fn')}",
-                     daemon=True).start()
+    _WORKERS.submit(work)
     return await future

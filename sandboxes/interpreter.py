@@ -182,9 +182,9 @@ class PythonInterpreter:
         >>> async def main():
         ...     async with PythonInterpreter() as py:
         ...         await py.run("x = 6 * 7")
-        ...         return (await py.run("x")).stdout
+        ...         return (await py.run("x")).stdout.strip()
         >>> asyncio.run(main())
-        '42\\n'
+        '42'
     """
 
     def __init__(self, limits: InterpreterLimits | None = None) -> None:
@@ -238,7 +238,8 @@ class PythonInterpreter:
         except OSError as exc:
             raise SandboxError(f"could not start the Python interpreter: {exc}") from exc
 
-    async def run(self, code: str, timeout: float | None = None) -> RunResult:
+    async def run(self, code: str, timeout: float | None = None  # noqa: ASYNC109 - per cell
+                  ) -> RunResult:
         """Run a cell; returns what it printed, its echoed last value and any traceback.
 
         Args:

@@ -100,8 +100,8 @@ async def test_answer_tag_and_wrong_answer():
 async def test_hermes_text_calls_are_parsed():
     e = env()
     await e.reset(seed=0)
-    r = await e.step(Message("assistant",
-                             '<tool_call>{"name": "add", "arguments": {"a": 2, "b": 3}}</tool_call>'))
+    text = '<tool_call>{"name": "add", "arguments": {"a": 2, "b": 3}}</tool_call>'
+    r = await e.step(Message("assistant", text))
     assert r.valid and r.observation[0].content == "5"
 
 

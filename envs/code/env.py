@@ -22,8 +22,8 @@ from typing import Literal
 
 import numpy as np
 
-from agentgym.errors import ConfigError
 from agentgym.envs.code.tasks import make_problem
+from agentgym.errors import ConfigError
 from agentgym.sandboxes.base import SandboxError
 from agentgym.sandboxes.interpreter import InterpreterLimits, PythonInterpreter
 from agentgym.tool_env import Task, ToolEnv
@@ -60,6 +60,7 @@ async def python(code: str, state: CodeState) -> str:
 
     Args:
         code: Python source code, e.g. "print(sum(range(10)))".
+        state: The episode's state, passed in by the env (hidden from the model).
     """
     result = await state.interpreter.run(code)
     text = result.render()

@@ -73,7 +73,7 @@ class MCPConnection:
         self._task: asyncio.Task[None] | None = None
         self._error: BaseException | None = None
 
-    async def open(self, timeout: float) -> list[ToolSpec]:
+    async def open(self, timeout: float) -> list[ToolSpec]:  # noqa: ASYNC109 - connect budget
         """Connect and list the server's tools; raises ToolFault when it cannot."""
         self._ready = asyncio.get_running_loop().create_future()
         self._task = asyncio.create_task(self._hold(), name="mcp-connection")

@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 from typing import Literal
 
-from agentgym.envs.mcp.env import MCPEnv
 from agentgym.envs.mcp import inventory
+from agentgym.envs.mcp.env import MCPEnv
 from agentgym.envs.mcp.inventory import WAREHOUSES, questions
 from agentgym.errors import ConfigError
 from agentgym.tool_env import Task

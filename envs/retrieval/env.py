@@ -17,8 +17,8 @@ from __future__ import annotations
 import functools
 from typing import Any, Literal
 
-from agentgym.errors import ConfigError, MissingExtraError, did_you_mean
 from agentgym.envs.retrieval.corpus import Doc, split_questions, world
+from agentgym.errors import ConfigError, MissingExtraError, did_you_mean
 from agentgym.tool_env import Task, ToolEnv
 
 SPLITS = ("train", "test")

@@ -145,9 +145,9 @@ async def test_streamable_http_server(server_file):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, str(server_file), "http", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    proc = subprocess.Popen(  # noqa: ASYNC220 - a server that outlives the awaits below
+        [sys.executable, str(server_file), "http", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
