@@ -9,8 +9,9 @@ Built-ins, by name (``ToolEnv(..., verifier="numeric")``) or as factories:
 
 - ``exact``: the answer equals ``task.answer`` after normalisation (case, surrounding
   whitespace and punctuation, inner runs of spaces, a leading "the"/"a"/"an").
-- ``numeric``: the first number in the answer is within ``abs_tol`` or ``rel_tol`` of
-  ``task.answer`` (``1,234`` and ``1234.0`` both read as 1234).
+- ``numeric``: the last number in the answer is within ``abs_tol`` or ``rel_tol`` of
+  ``task.answer`` (``1,234`` and ``1234.0`` both read as 1234; in ``93.2 - 32 = 61.2`` the
+  answer is 61.2, the convention of GSM8K-style graders).
 - ``contains``: the normalised expected answer appears in the normalised answer.
 """
 
@@ -39,12 +40,12 @@ def normalize(text: str) -> str:
 
 
 def parse_number(text: str) -> float | None:
-    """The first number written in ``text`` (thousands separators allowed), or None."""
-    match = _NUMBER_RE.search(str(text))
-    if match is None:
+    """The last number written in ``text`` (thousands separators allowed), or None."""
+    found = _NUMBER_RE.findall(str(text)[-10_000:])  # the tail is where the answer is
+    if not found:
         return None
     try:
-        return float(match.group().replace(",", ""))
+        return float(found[-1].replace(",", ""))
     except (ValueError, OverflowError):
         return None
 
@@ -77,7 +78,7 @@ def exact(*, normalized: bool = True) -> Verifier:
 
 
 def numeric(*, rel_tol: float = 1e-6, abs_tol: float = 1e-9) -> Verifier:
-    """The first number in the answer is close to ``task.answer``.
+    """The last number in the answer is close to ``task.answer``.
 
     Example:
         >>> from agentgym.tool_env import Task

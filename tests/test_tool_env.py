@@ -238,6 +238,7 @@ def test_verifiers():
     t = Task("t", "?", answer=1234)
     assert numeric()("It is 1,234.", t) and not numeric()("1235", t)
     assert parse_number("x = -3.5e2") == -350.0 and parse_number("none") is None
+    assert parse_number("93.2 - 32 = 61.2") == 61.2
     assert exact()("The Paris!", Task("t", "?", answer=["paris", "Lutetia"]))
     with pytest.raises(ConfigError, match="has no answer"):
         exact()("x", Task("t", "?"))
