@@ -21,7 +21,8 @@ What it is:
   ``max_output_chars``.
 
 What it is not: a security boundary against hostile code. It runs as the same user with
-the same view of the file system. Use the Docker sandbox (``agentgym.sandboxes.docker``) for
+the same view of the file system, and sets its rlimits itself before the first cell (code
+running as root could raise them again). Use the Docker sandbox (``agentgym.sandboxes.docker``) for
 untrusted code at scale.
 """
 
@@ -31,7 +32,6 @@ import asyncio
 import contextlib
 import json
 import os
-import resource
 import shutil
 import signal
 import subprocess
@@ -44,7 +44,11 @@ from agentgym.errors import ConfigError
 from agentgym.sandboxes.base import SandboxError
 
 _WORKER = r"""
-import ast, builtins, io, json, os, sys, tempfile, traceback
+import ast, builtins, io, json, os, resource, signal, sys, tempfile, traceback
+# limits are set here, before any cell runs, not in a preexec_fn (unsafe in threaded parents)
+for name, value in json.loads(os.environ.pop("AGENTGYM_RLIMITS")).items():
+    resource.setrlimit(getattr(resource, name), tuple(value))
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a too-large write fails instead of killing
 proto_in = os.fdopen(os.dup(0), "rb")
 proto_out = os.fdopen(os.dup(1), "w", encoding="utf-8")
 null = os.open(os.devnull, os.O_RDONLY); os.dup2(null, 0)
@@ -221,20 +225,15 @@ class PythonInterpreter:
             else:
                 env["AGENTGYM_BLOCK_SOCKETS"] = "1"
 
-        def set_limits() -> None:  # runs in the child, before exec
-            mem = limits.memory_mb * 2**20
-            resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
-            resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds + 1))
-            size = limits.max_file_mb * 2**20
-            resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
-            resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
-            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # too-large writes fail, not kill
-
+        mem, size = limits.memory_mb * 2**20, limits.max_file_mb * 2**20
+        env["AGENTGYM_RLIMITS"] = json.dumps({
+            "RLIMIT_AS": [mem, mem], "RLIMIT_CPU": [limits.cpu_seconds, limits.cpu_seconds + 1],
+            "RLIMIT_FSIZE": [size, size], "RLIMIT_NOFILE": [256, 256]})
         try:
             self._proc = await asyncio.create_subprocess_exec(
                 *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.DEVNULL, cwd=self._dir, env=env,
-                start_new_session=True, preexec_fn=set_limits, limit=2**22)
+                start_new_session=True, limit=2**22)
         except OSError as exc:
             raise SandboxError(f"could not start the Python interpreter: {exc}") from exc
 
