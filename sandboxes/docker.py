@@ -12,14 +12,14 @@ What a container gets by default (:class:`DockerConfig`):
   and reaps orphans (the kernel drops SIGKILL sent to a namespace's init from inside it), so
   ``kill -9 1`` or ``pkill sleep`` does not end the episode.
 - **Per-command timeouts that kill the process group**: each command runs under coreutils
-  ``timeout`` (its own process group, SIGKILL on expiry); if that fails, the host kills the
-  group itself, and if even that fails the container is removed and the call raises
-  :class:`SandboxError`.
+  ``timeout`` (its own process group, SIGKILL on expiry), and what it left in the background
+  is killed when it ends; if the call still hangs, the host kills the group itself, and if
+  even that fails the container is removed and the call raises :class:`SandboxError`.
 - **Output caps**: each of stdout and stderr keeps its first ``max_output_bytes`` bytes; a
   command that keeps writing past 64 MiB is killed.
 - **Labels** on every container (``agentgym.sandbox``, ``agentgym.owner``), and a watchdog
   process per owner that removes the owner's containers when it exits in any way (normal
-  exit, exception, SIGTERM, even SIGKILL); :func:`sweep` removes leftovers of dead owners.
+  exit, exception, SIGTERM, even SIGKILL); ``engine.sweep`` removes leftovers of dead owners.
 
 Blocking SDK calls run in daemon threads (never on the event loop, and a stuck engine call can
 never hold up interpreter exit). Files move through ``tar``/``cat`` inside ``docker exec``,
@@ -30,12 +30,9 @@ from __future__ import annotations
 
 import asyncio
 import io
-import os
 import posixpath
 import shutil
 import socket
-import subprocess
-import sys
 import tarfile
 import tempfile
 import threading
@@ -44,29 +41,38 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from agentgym.errors import ConfigError
 from agentgym.sandboxes.base import ExecResult, SandboxError
-from agentgym.sandboxes.engine import SYSTEM_SOCKET, docker_module, find_engine
+from agentgym.sandboxes.engine import (
+    LABEL,
+    OWNER_LABEL,
+    docker_module,
+    engine_url,
+    find_engine,
+    in_thread,
+    owner_id,
+    remove_container,
+    start_reaper,
+)
 from agentgym.sandboxes.engine import client as make_client
 from agentgym.sandboxes.image import DEFAULT_IMAGE
 from agentgym.sandboxes.local import DIFF_SCRIPT, GIT_IDENTITY
 
-T = TypeVar("T")
-LABEL = "agentgym.sandbox"
-OWNER_LABEL = "agentgym.owner"
 KILL_AFTER_BYTES = 64 * 2**20  # a command still writing past this is killed
 # PID 1: ignores every catchable signal (children inherit the ignore, so ``pkill sleep``
 # cannot end it either) and reaps orphans while it waits.
 INIT = 'trap "" HUP INT QUIT PIPE TERM USR1 USR2; while :; do sleep 86400 & wait $!; done'
 # $1 workdir, $2 timeout, $3 pid file, $4 command. ``timeout`` puts itself and the command
-# in a new process group and SIGKILLs the group on expiry; the pid file lets the host kill
-# that group when ``timeout`` itself was killed.
+# in a new process group and SIGKILLs the group on expiry; when the command ends, what it
+# left in the background dies with the group; the pid file lets the host kill the group
+# when ``timeout`` itself was killed.
 WRAPPER = ('cd -- "$1" || exit 1\n'
            'timeout -s KILL "$2" bash -c "$4" &\n'
-           '{ echo $! > "$3"; } 2>/dev/null\n'
-           'wait $!; rc=$?; rm -f "$3"; exit $rc')
+           'pg=$!; { echo $pg > "$3"; } 2>/dev/null\n'
+           'wait $pg; rc=$?; kill -KILL -$pg 2>/dev/null; rm -f "$3"; exit $rc')
+GRACE_S = 5.0  # host-side wait past the timeout before it kills the group itself
 
 
 @dataclass(frozen=True)
@@ -205,10 +211,10 @@ class DockerSandbox:
         argv = ["/bin/sh", "-c", WRAPPER, "sh", self._path(workdir or self.workdir),
                 f"{timeout:.3f}", pidfile, cmd]
         start = time.monotonic()
-        run = in_thread(self._exec_blocking, argv, None, env, pidfile)
+        run = asyncio.ensure_future(in_thread(self._exec_blocking, argv, None, env, pidfile))
         try:
             # The in-container timeout normally ends the command; this is the backstop.
-            code, out, err, cut = await asyncio.wait_for(asyncio.shield(run), timeout + 10)
+            code, out, err, cut = await asyncio.wait_for(asyncio.shield(run), timeout + GRACE_S)
         except TimeoutError:
             await in_thread(self._kill_group, pidfile)
             try:
@@ -262,7 +268,7 @@ class DockerSandbox:
     def _kill_group(self, pidfile: str) -> None:
         # Same uid as the command (root has no CAP_KILL in here); -1 = every process we may
         # signal except init, used when the pid file is gone.
-        script = 'pg=$(cat "$1" 2>/dev/null) && kill -KILL -- "-$pg" 2>/dev/null || kill -KILL -1'
+        script = 'pg=$(cat "$1" 2>/dev/null) && kill -KILL "-$pg" 2>/dev/null || kill -KILL -1'
         try:
             self._exec_blocking(["/bin/sh", "-c", script, "sh", pidfile], None, None)
         except SandboxError:
@@ -427,108 +433,3 @@ def create_container(client: Any, config: DockerConfig) -> str:
             remove_container(client, container.id)
         raise SandboxError(f"could not start a sandbox from {config.image!r}: {exc}") from exc
     return str(container.id)
-
-
-def engine_url(client: Any) -> str:
-    """The address a client talks to (the SDK keeps only ``http+docker://`` for sockets)."""
-    return getattr(client, "agentgym_url", None) or os.environ.get("DOCKER_HOST") or SYSTEM_SOCKET
-
-
-def remove_container(client: Any, container_id: str) -> None:
-    """SIGKILL and delete a container; a container already gone is fine."""
-    docker = docker_module()
-    try:
-        client.api.remove_container(container_id, force=True, v=True)
-    except docker.errors.NotFound:
-        pass
-    except docker.errors.APIError as exc:
-        if "already in progress" not in str(exc):
-            raise SandboxError(f"could not remove container {container_id[:12]}: {exc}") from exc
-
-
-def list_sandboxes(client: Any, **labels: str) -> list[Any]:
-    """Sandbox containers (running or not) carrying every given label."""
-    filters = [LABEL, *(f"{k}={v}" for k, v in labels.items())]
-    return client.containers.list(all=True, filters={"label": filters})
-
-
-def _proc_start(pid: int) -> str | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()[19]  # field 22: start time (pid reuse guard)
-
-
-def owner_id(pid: int | None = None) -> str:
-    """``host:pid:start`` of a process: who owns the containers it starts."""
-    pid = pid or os.getpid()
-    return f"{socket.gethostname()}:{pid}:{_proc_start(pid)}"
-
-
-def _owner_alive(owner: str) -> bool:
-    host, _, rest = owner.partition(":")
-    if host != socket.gethostname():
-        return True  # another machine's owner: not ours to judge
-    pid, _, start = rest.partition(":")
-    return pid.isdigit() and _proc_start(int(pid)) == start
-
-
-def sweep(client: Any) -> int:
-    """Remove sandbox containers whose owner process on this host is gone; returns how many."""
-    gone = [c for c in list_sandboxes(client)
-            if not _owner_alive(c.labels.get(OWNER_LABEL, ""))]
-    for c in gone:
-        remove_container(client, c.id)
-    return len(gone)
-
-
-_reapers: dict[tuple[str, str], subprocess.Popen[bytes]] = {}
-_reaper_lock = threading.Lock()
-
-
-def start_reaper(base_url: str, owner: str) -> None:
-    """Start (once per engine and owner) the watchdog that removes our containers when we die.
-
-    The watchdog blocks reading a pipe whose only writer is this process; the kernel closes
-    it however we exit, and the watchdog then removes every container labelled with ``owner``.
-    """
-    with _reaper_lock:
-        proc = _reapers.get((base_url, owner))
-        if proc is not None and proc.poll() is None:
-            return
-        code = ("import sys; sys.stdin.buffer.read(); "
-                "from agentgym.sandboxes.docker import reap; reap(sys.argv[1], sys.argv[2])")
-        _reapers[(base_url, owner)] = subprocess.Popen(
-            [sys.executable, "-c", code, base_url, owner], stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True)  # outlives a signal sent to our process group
-
-
-def reap(base_url: str, owner: str) -> None:
-    """Remove every sandbox container of ``owner`` (the watchdog's job)."""
-    client = make_client(base_url)
-    for c in list_sandboxes(client, **{OWNER_LABEL: owner}):
-        remove_container(client, c.id)
-
-
-async def in_thread(fn: Callable[..., T], *args: Any) -> T:
-    """Run a blocking call in a fresh daemon thread and await its result."""
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[T] = loop.create_future()
-
-    def settle(ok: bool, value: Any) -> None:
-        if not future.done():
-            future.set_result(value) if ok else future.set_exception(value)
-
-    def work() -> None:
-        try:
-            result, ok = fn(*args), True
-        except BaseException as exc:  # delivered to the awaiting task
-            result, ok = exc, False
-        if not loop.is_closed():
-            loop.call_soon_threadsafe(settle, ok, result)
-
-    threading.Thread(target=work, daemon=True, name="agentgym-docker").start()
-    return await future
-

@@ -10,25 +10,38 @@ The private engine runs with ``--iptables=false --bridge=none`` (it touches no h
 containers get ``--network none``). It tries the ``overlay2`` storage driver first (fast
 container starts) and falls back to ``vfs``, which works everywhere but copies the image's root
 filesystem on every container start.
+
+The second half keeps track of what runs in the engine: sandbox containers carry labels
+naming their owner process (``host:pid:start``), a watchdog process per owner removes them
+when the owner dies, and :func:`sweep` removes those of owners that are gone.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import fcntl
 import os
 import shutil
 import signal
+import socket
 import subprocess
+import sys
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from agentgym.errors import MissingExtraError
 from agentgym.sandboxes.base import SandboxError
 
+T = TypeVar("T")
 SYSTEM_SOCKET = "unix:///var/run/docker.sock"
+LABEL = "agentgym.sandbox"
+"""Every sandbox container carries ``agentgym.sandbox=1``."""
+OWNER_LABEL = "agentgym.owner"
+"""``host:pid:start`` of the process that started the container."""
 DRIVERS = ("overlay2", "vfs")
 
 
@@ -232,3 +245,110 @@ def engine_lease(root: Path | None = None, *, keep: bool = False) -> Iterator[st
                     fcntl.flock(lease, fcntl.LOCK_EX | fcntl.LOCK_NB)  # nobody else holds one
                     stop_engine(root)
                     fcntl.flock(lease, fcntl.LOCK_UN)
+
+
+# -- containers, owners and cleanup ---------------------------------------------------
+def engine_url(client: Any) -> str:
+    """The address a client talks to (the SDK keeps only ``http+docker://`` for sockets)."""
+    return getattr(client, "agentgym_url", None) or os.environ.get("DOCKER_HOST") or SYSTEM_SOCKET
+
+
+def remove_container(client: Any, container_id: str) -> None:
+    """SIGKILL and delete a container; a container already gone is fine."""
+    docker = docker_module()
+    try:
+        client.api.remove_container(container_id, force=True, v=True)
+    except docker.errors.NotFound:
+        pass
+    except docker.errors.APIError as exc:
+        if "already in progress" not in str(exc):
+            raise SandboxError(f"could not remove container {container_id[:12]}: {exc}") from exc
+
+
+def list_sandboxes(client: Any, **labels: str) -> list[Any]:
+    """Sandbox containers (running or not) carrying every given label."""
+    filters = [LABEL, *(f"{k}={v}" for k, v in labels.items())]
+    return client.containers.list(all=True, filters={"label": filters})
+
+
+def _proc_start(pid: int) -> str | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]  # field 22: start time (pid reuse guard)
+
+
+def owner_id(pid: int | None = None) -> str:
+    """``host:pid:start`` of a process: who owns the containers it starts."""
+    pid = pid or os.getpid()
+    return f"{socket.gethostname()}:{pid}:{_proc_start(pid)}"
+
+
+def _owner_alive(owner: str) -> bool:
+    host, _, rest = owner.partition(":")
+    if host != socket.gethostname():
+        return True  # another machine's owner: not ours to judge
+    pid, _, start = rest.partition(":")
+    return pid.isdigit() and _proc_start(int(pid)) == start
+
+
+def sweep(client: Any) -> int:
+    """Remove sandbox containers whose owner process on this host is gone; returns how many."""
+    gone = [c for c in list_sandboxes(client)
+            if not _owner_alive(c.labels.get(OWNER_LABEL, ""))]
+    for c in gone:
+        remove_container(client, c.id)
+    return len(gone)
+
+
+_reapers: dict[tuple[str, str], subprocess.Popen[bytes]] = {}
+_reaper_lock = threading.Lock()
+
+
+def start_reaper(base_url: str, owner: str) -> None:
+    """Start (once per engine and owner) the watchdog that removes our containers when we die.
+
+    The watchdog blocks reading a pipe whose only writer is this process; the kernel closes
+    it however we exit, and the watchdog then removes every container labelled with ``owner``.
+    """
+    with _reaper_lock:
+        proc = _reapers.get((base_url, owner))
+        if proc is not None and proc.poll() is None:
+            return
+        code = ("import sys; sys.stdin.buffer.read(); "
+                "from agentgym.sandboxes.engine import reap; reap(sys.argv[1], sys.argv[2])")
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        _reapers[(base_url, owner)] = subprocess.Popen(
+            [sys.executable, "-c", code, base_url, owner], stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+            start_new_session=True)  # outlives a signal sent to our process group
+
+
+def reap(base_url: str, owner: str) -> None:
+    """Remove every sandbox container of ``owner`` (the watchdog's job)."""
+    c = client(base_url)
+    for box in list_sandboxes(c, **{OWNER_LABEL: owner}):
+        remove_container(c, box.id)
+
+
+async def in_thread(fn: Callable[..., T], *args: Any) -> T:
+    """Run a blocking call in a fresh daemon thread and await its result."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+
+    def settle(ok: bool, value: Any) -> None:
+        if not future.done():
+            future.set_result(value) if ok else future.set_exception(value)
+
+    def work() -> None:
+        try:
+            result, ok = fn(*args), True
+        except BaseException as exc:  # delivered to the awaiting task
+            result, ok = exc, False
+        if not loop.is_closed():
+            loop.call_soon_threadsafe(settle, ok, result)
+
+    threading.Thread(target=work, daemon=True, name="agentgym-docker").start()
+    return await future
+

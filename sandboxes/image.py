@@ -49,7 +49,7 @@ Log = Callable[[str], None]
 
 def recipe(base: str | None = None, packages: tuple[str, ...] = PACKAGES) -> str:
     """A short hash of what goes into the image; a change means a rebuild."""
-    text = f"v1|{SUITE}|{base or 'debootstrap'}|{','.join(packages)}|{GITCONFIG}"
+    text = f"v2|{SUITE}|{base or 'debootstrap'}|{','.join(packages)}|{GITCONFIG}"
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
@@ -164,6 +164,9 @@ def _prepare_rootfs(rootfs: Path) -> None:
     with open(rootfs / "etc/group", "a") as f:
         f.write("agent:x:1000:\n")
     (rootfs / "etc/gitconfig").write_text(GITCONFIG)
+    python = rootfs / "usr/bin/python"
+    if not python.exists():  # `python -m pytest` is what people and models type
+        python.symlink_to("python3")
     for d in ("home/agent", "testbed"):
         (rootfs / d).mkdir(parents=True, exist_ok=True)
         shutil.chown(rootfs / d, 1000, 1000)
@@ -187,7 +190,8 @@ def _build_from(client: Any, name: str, base: str, log: Log) -> None:
         "&& rm -rf /var/lib/apt/lists/*",
         "RUN (getent passwd 1000 >/dev/null || useradd -m -u 1000 -s /bin/bash agent) "
         f"&& mkdir -p /testbed /home/agent && chown 1000:1000 /testbed /home/agent "
-        f"&& printf '{gitconfig}' > /etc/gitconfig",
+        f"&& printf '{gitconfig}' > /etc/gitconfig "
+        "&& { command -v python >/dev/null || ln -s python3 /usr/bin/python; }",
         *_changes(base)])
     log(f"building {name} FROM {base} ...")
     try:
@@ -247,8 +251,7 @@ def engine(
 @app.command("sweep")
 def sweep_cmd() -> None:
     """Remove sandbox containers left behind by processes that are gone."""
-    from agentgym.sandboxes.docker import sweep
-    from agentgym.sandboxes.engine import client, find_engine
+    from agentgym.sandboxes.engine import client, find_engine, sweep
 
     url = find_engine()
     if url is None:

@@ -30,16 +30,9 @@ from typing import Any
 
 from agentgym.errors import ConfigError
 from agentgym.sandboxes.base import SandboxError
-from agentgym.sandboxes.docker import (
-    DockerConfig,
-    DockerSandbox,
-    create_container,
-    in_thread,
-    remove_container,
-    sweep,
-)
+from agentgym.sandboxes.docker import DockerConfig, DockerSandbox, create_container
 from agentgym.sandboxes.engine import client as make_client
-from agentgym.sandboxes.engine import find_engine
+from agentgym.sandboxes.engine import find_engine, in_thread, remove_container, sweep
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +82,7 @@ class SandboxPool:
         self._gate = asyncio.Semaphore(max_starting)
         self._tasks: set[asyncio.Task[None]] = set()
         self._backoff = 0.5
+        self._start_lock = asyncio.Lock()
         self._closed = False
 
     async def __aenter__(self) -> SandboxPool:
@@ -99,16 +93,18 @@ class SandboxPool:
         await self.aclose()
 
     async def start(self) -> None:
-        """Connect, sweep leftovers of dead processes, and begin warming."""
-        if self._client is not None:
-            return
-        url = self.config.base_url or await in_thread(find_engine)
-        if url is None:
-            raise SandboxError("no Docker engine is reachable: set DOCKER_HOST or start one "
-                               "(`agentgym sandbox engine`)")
-        self._client = make_client(url)
-        self.stats.swept = await in_thread(sweep, self._client)
-        self._filler = asyncio.create_task(self._fill(), name="sandbox-pool-filler")
+        """Connect, sweep leftovers of dead processes, and begin warming (once)."""
+        async with self._start_lock:  # concurrent first acquires start it once
+            if self._client is not None:
+                return
+            url = self.config.base_url or await in_thread(find_engine)
+            if url is None:
+                raise SandboxError("no Docker engine is reachable: set DOCKER_HOST or start "
+                                   "one (`agentgym sandbox engine`)")
+            client = make_client(url)
+            self.stats.swept = await in_thread(sweep, client)
+            self._client = client
+            self._filler = asyncio.create_task(self._fill(), name="sandbox-pool-filler")
 
     async def acquire(self, image: str | None = None) -> DockerSandbox:
         """A started sandbox for ``image`` (default ``config.image``); ``aclose`` it after use.
@@ -216,3 +212,29 @@ class SandboxPool:
         for cid in ids:
             with contextlib.suppress(SandboxError):
                 await in_thread(remove_container, self._client, cid)
+
+
+_shared: dict[tuple[int, str], SandboxPool] = {}
+
+
+def shared_pool(config: DockerConfig | None = None, *, size: int = 2) -> SandboxPool:
+    """The process's pool for ``config`` on the running event loop, created on first use.
+
+    For envs, which hold one sandbox per episode and must not own the pool: ``box = await
+    shared_pool(DockerConfig(image=...)).acquire()``, then ``await box.aclose()`` at the end
+    of the episode. Close the pools with :func:`close_shared_pools` (or let the owner
+    watchdog remove their containers when the process exits).
+    """
+    config = config or DockerConfig()
+    key = (id(asyncio.get_running_loop()), repr(sorted(dataclasses.asdict(config).items())))
+    pool = _shared.get(key)
+    if pool is None or pool._closed:
+        pool = _shared[key] = SandboxPool(config, size=size)
+    return pool
+
+
+async def close_shared_pools() -> None:
+    """Close every shared pool of the running event loop."""
+    loop_id = id(asyncio.get_running_loop())
+    for key in [k for k in _shared if k[0] == loop_id]:
+        await _shared.pop(key).aclose()

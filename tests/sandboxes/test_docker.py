@@ -57,7 +57,7 @@ async def test_exec_contract(box):
     assert r.stdout == "bar\n/tmp\n" and r.ok
     r = await box.exec("pwd", workdir="/nowhere")
     assert r.exit_code == 1 and "/nowhere" in r.stderr
-    r = await box.exec("python3 -m pytest --version && git --version && patch --version")
+    r = await box.exec("python -m pytest --version && git --version && patch --version")
     assert r.ok and "pytest" in r.stdout + r.stderr and "git version" in r.stdout
     r = await box.exec("touch /usr/x")  # read-only root
     assert r.exit_code != 0 and "Read-only file system" in r.stderr
@@ -72,6 +72,15 @@ async def test_timeout_kills_the_process_group(box):
     r = await box.exec("ps -eo args | grep -c '^sleep 60' || true")
     assert r.stdout.strip() == "0"  # the background children died with the group
     assert (await box.exec("echo still here")).stdout == "still here\n"
+    # Background children die when the command ends, so they cannot hold the call open...
+    start = time.monotonic()
+    r = await box.exec("sleep 60 & echo bg", timeout=60)
+    assert r.stdout == "bg\n" and r.ok and time.monotonic() - start < 5
+    # ...and one that left the process group (setsid) does not hold the call either; it lives
+    # on inside the pids limit until the container is discarded.
+    start = time.monotonic()
+    r = await box.exec("setsid sleep 60 & echo escaped", timeout=1)
+    assert r.stdout == "escaped\n" and time.monotonic() - start < 5
 
 
 @pytest.mark.docker

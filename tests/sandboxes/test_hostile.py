@@ -20,7 +20,8 @@ async def pair(docker_config, docker_client):
     """(victim, bystander): the victim gets small limits; the bystander holds a file."""
     import asyncio
 
-    from agentgym.sandboxes.docker import OWNER_LABEL, DockerSandbox, list_sandboxes, owner_id
+    from agentgym.sandboxes.docker import DockerSandbox
+    from agentgym.sandboxes.engine import OWNER_LABEL, list_sandboxes, owner_id
 
     victim = DockerSandbox(dataclasses.replace(docker_config, **SMALL))
     bystander = DockerSandbox(docker_config)

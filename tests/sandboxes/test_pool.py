@@ -17,7 +17,7 @@ pytestmark = pytest.mark.docker
 
 
 def _ours(client, owner=None):
-    from agentgym.sandboxes.docker import OWNER_LABEL, list_sandboxes, owner_id
+    from agentgym.sandboxes.engine import OWNER_LABEL, list_sandboxes, owner_id
 
     return list_sandboxes(client, **{OWNER_LABEL: owner or owner_id()})
 
@@ -72,7 +72,8 @@ async def test_exception_and_cancellation_clean_up(docker_config, docker_client)
 
 OWNER_SCRIPT = textwrap.dedent("""
     import asyncio, sys
-    from agentgym.sandboxes.docker import DockerConfig, owner_id
+    from agentgym.sandboxes.docker import DockerConfig
+    from agentgym.sandboxes.engine import owner_id
     from agentgym.sandboxes.pool import SandboxPool
 
     async def main():
@@ -107,7 +108,7 @@ def test_owner_death_removes_its_containers(sig, docker_engine, sandbox_image, d
 
 
 async def test_startup_sweep_removes_leftovers_of_dead_owners(docker_config, docker_client):
-    from agentgym.sandboxes.docker import OWNER_LABEL, owner_id
+    from agentgym.sandboxes.engine import OWNER_LABEL, owner_id
     from agentgym.sandboxes.pool import SandboxPool
 
     host = owner_id().split(":")[0]
@@ -125,3 +126,17 @@ async def test_startup_sweep_removes_leftovers_of_dead_owners(docker_config, doc
         assert leftover.id not in ids and alive_elsewhere.id in ids
     finally:
         alive_elsewhere.remove(force=True)
+
+
+async def test_shared_pool_is_one_per_config(docker_config, docker_client):
+    import dataclasses
+
+    from agentgym.sandboxes.pool import close_shared_pools, shared_pool
+
+    pool = shared_pool(docker_config, size=1)
+    assert shared_pool(docker_config) is pool
+    assert shared_pool(dataclasses.replace(docker_config, cpus=0.5)) is not pool
+    async with await pool.acquire() as box:
+        assert (await box.exec("echo hi")).stdout == "hi\n"
+    await close_shared_pools()
+    assert _ours(docker_client) == []
