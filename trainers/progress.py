@@ -76,16 +76,15 @@ def pack(traj: Trajectory) -> Packed:
     """The rows and action-end positions of a trajectory (module docstring, "Packing").
 
     Raises:
-        TrainingDataError: A step has no recorded tokens or an empty completion.
+        TrainingDataError: A step has no recorded tokens.
     """
     rows: list[tuple[int, ...]] = []
     marks: list[tuple[int, int, int]] = []
     for k, step in enumerate(traj.steps):
-        if step.tokens is None or not step.tokens.completion_ids:
-            what = "no recorded tokens" if step.tokens is None else "an empty completion"
-            raise TrainingDataError(f"trajectory {traj.id!r} step {k} has {what}; the "
-                                    f"progress estimator reads recorded ids: {_RECORD_FIX}")
-        seq = step.tokens.prompt_ids + step.tokens.completion_ids
+        seq = () if step.tokens is None else step.tokens.prompt_ids + step.tokens.completion_ids
+        if not seq:  # an empty completion still has a last token: the end of its prompt
+            raise TrainingDataError(f"trajectory {traj.id!r} step {k} has no recorded tokens; "
+                                    f"the progress estimator reads recorded ids: {_RECORD_FIX}")
         if rows and len(seq) >= len(rows[-1]) and seq[:len(rows[-1])] == rows[-1]:
             rows[-1] = seq  # extends the row: one forward pass covers both steps
         else:
