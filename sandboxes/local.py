@@ -1,0 +1,280 @@
+"""A local process sandbox: the Sandbox contract on subprocesses in a temporary directory.
+
+For development on machines without Docker (:class:`~agentgym.sandboxes.base.Sandbox`).
+
+**This is NOT an isolation boundary.** Commands run as the calling user, on the host's
+filesystem and network, with the host's programs. A command can read your files and reach the
+network; it outlives its call only in that we kill its process group. Use it to develop and
+test envs; train on untrusted model output only in the Docker sandbox
+(``agentgym.sandboxes.docker``).
+
+What it does provide, so envs behave the same as in a container:
+
+- **A private root.** Sandbox paths are absolute POSIX paths (``/testbed/app.py``) mapped
+  under a fresh temporary directory (``<root>/testbed/app.py``); ``..`` cannot climb out of
+  the root. Commands run with ``cwd`` at the mapped ``workdir`` and ``HOME``/``TMPDIR``
+  inside the root, but a command that names an absolute host path reaches the host path:
+  envs should tell the model to use paths relative to its working directory.
+- **Timeouts that kill the whole process group** (the command runs in a new session), so
+  ``sleep 100 &`` or a runaway test does not outlive its call; ``aclose`` kills whatever is
+  left and removes the root.
+- **Output caps**: each of stdout and stderr keeps its first ``max_output_bytes`` bytes; the
+  rest is read and dropped so a chatty command cannot fill memory.
+- **Resource limits** (``setrlimit`` in the child): address space, file size, CPU seconds
+  and core dumps. They bound honest mistakes (a memory hog, a runaway write), not attacks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import posixpath
+import resource
+import shutil
+import signal
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from agentgym.errors import ConfigError
+from agentgym.sandboxes.base import ExecResult, SandboxError
+
+# A fixed author and date make commits (and so diffs and state keys) reproducible.
+GIT_IDENTITY = {
+    "GIT_AUTHOR_NAME": "agentgym", "GIT_AUTHOR_EMAIL": "agentgym@localhost",
+    "GIT_COMMITTER_NAME": "agentgym", "GIT_COMMITTER_EMAIL": "agentgym@localhost",
+    "GIT_AUTHOR_DATE": "2000-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2000-01-01T00:00:00Z",
+}
+# ``git diff`` of the working tree with untracked files, through a throwaway index so the
+# agent's own staging is left alone.
+DIFF_SCRIPT = (
+    'tmp=$(mktemp) && trap \'rm -f "$tmp"\' EXIT && '
+    '{ cp .git/index "$tmp" 2>/dev/null || true; } && '
+    'GIT_INDEX_FILE="$tmp" git add -A . >/dev/null 2>&1 && '
+    'GIT_INDEX_FILE="$tmp" git diff --cached --binary --no-color --no-ext-diff HEAD'
+)
+
+
+@dataclass(frozen=True)
+class LocalLimits:
+    """Per-command resource limits (``setrlimit``; ``None`` leaves the host's limit)."""
+
+    memory_bytes: int | None = 4 * 2**30
+    """RLIMIT_AS: address space per process."""
+    file_bytes: int | None = 256 * 2**20
+    """RLIMIT_FSIZE: largest file a process may write (a bigger write fails with EFBIG)."""
+    cpu_seconds: int | None = 600
+    """RLIMIT_CPU: CPU seconds per process (wall-clock timeouts are separate)."""
+
+
+class LocalSandbox:
+    """Subprocesses in a temporary directory; see the module docstring (not isolation!).
+
+    Args:
+        workdir: Default working directory for ``exec`` (a sandbox path), created at start.
+        max_output_bytes: Cap on each of stdout and stderr per command.
+        limits: Resource limits applied to every command.
+        root: Host directory to use as the root (default: a new temporary directory, removed
+            by ``aclose``; a given root is left in place).
+
+    Example:
+        >>> import asyncio
+        >>> async def main():
+        ...     async with LocalSandbox() as box:
+        ...         await box.write_file("/testbed/a.txt", "hi")
+        ...         return (await box.exec("cat a.txt")).stdout
+        >>> asyncio.run(main())
+        'hi'
+    """
+
+    def __init__(self, *, workdir: str = "/testbed", max_output_bytes: int = 1_000_000,
+                 limits: LocalLimits = LocalLimits(), root: str | None = None) -> None:
+        if not posixpath.isabs(workdir):
+            raise ConfigError(f"workdir must be an absolute sandbox path, got {workdir!r}")
+        if max_output_bytes < 1:
+            raise ConfigError(f"max_output_bytes must be >= 1, got {max_output_bytes}")
+        self._own_root = root is None
+        self.root = Path(tempfile.mkdtemp(prefix="agentgym-sbx-") if root is None else root)
+        self.workdir = workdir
+        self.max_output_bytes = max_output_bytes
+        self.limits = limits
+        self._groups: set[int] = set()
+        self._closed = False
+        for sub in ("home", "tmp"):
+            (self.root / sub).mkdir(parents=True, exist_ok=True)
+        self.host_path(workdir).mkdir(parents=True, exist_ok=True)
+
+    # -- paths ------------------------------------------------------------------------
+    def host_path(self, path: str) -> Path:
+        """The host path of a sandbox path (relative paths are relative to ``workdir``)."""
+        if not isinstance(path, str) or not path:
+            raise ValueError(f"expected a non-empty sandbox path, got {path!r}")
+        full = posixpath.normpath(posixpath.join(self.workdir, path))
+        return self.root / full.lstrip("/")  # normpath already removed every ".."
+
+    # -- commands ---------------------------------------------------------------------
+    async def exec(self, cmd: str, *, timeout: float = 60.0,  # noqa: ASYNC109 - the protocol's
+                   workdir: str | None = None, env: dict[str, str] | None = None) -> ExecResult:
+        """Run ``cmd`` with bash in its own process group; see the module docstring.
+
+        The host's login profiles are not read (they would reset ``PATH``), so this is
+        ``bash -c`` with the sandbox's environment rather than ``bash -lc``.
+        """
+        self._check_open()
+        cwd = self.host_path(workdir or self.workdir)
+        if not cwd.is_dir():
+            return ExecResult(1, "", f"bash: cd: {workdir}: No such file or directory\n")
+        proc = await asyncio.create_subprocess_exec(
+            "bash", "--noprofile", "--norc", "-c", cmd, cwd=cwd, env=self._env(env),
+            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE, start_new_session=True, preexec_fn=self._set_limits)
+        self._groups.add(proc.pid)
+        assert proc.stdout is not None and proc.stderr is not None
+        readers = [asyncio.ensure_future(self._read_capped(s)) for s in (proc.stdout,
+                                                                         proc.stderr)]
+        timed_out = False
+        try:
+            try:
+                await asyncio.wait_for(_exited(proc), timeout)
+            except TimeoutError:
+                timed_out = True
+            # Background children may hold the pipes open after the shell exits (so
+            # ``proc.wait()``, which waits for the pipes too, would hang); the group dies
+            # with the command either way.
+            self._kill_group(proc.pid)
+            await proc.wait()
+            (out, cut_out), (err, cut_err) = await asyncio.gather(*readers)
+        finally:  # cancellation: take the processes down with us
+            self._kill_group(proc.pid)
+            self._groups.discard(proc.pid)
+            for r in readers:
+                r.cancel()
+            if proc.returncode is None or any(not r.done() for r in readers):
+                # reap it, so its transport is not left to a closed event loop
+                await asyncio.shield(_reap(proc))
+        return ExecResult(-1 if timed_out else proc.returncode or 0,
+                          out.decode("utf-8", "replace"), err.decode("utf-8", "replace"),
+                          timed_out=timed_out, truncated=cut_out or cut_err)
+
+    async def _read_capped(self, stream: asyncio.StreamReader) -> tuple[bytes, bool]:
+        kept, cut = bytearray(), False
+        while chunk := await stream.read(65536):
+            room = self.max_output_bytes - len(kept)
+            if len(chunk) > room:
+                cut = True
+            kept += chunk[:max(room, 0)]
+        return bytes(kept), cut
+
+    def _env(self, extra: dict[str, str] | None) -> dict[str, str]:
+        # The interpreter running agentgym first on PATH: `python` has pytest and friends.
+        path = os.pathsep.join([os.path.dirname(sys.executable), "/usr/local/bin", "/usr/bin",
+                                "/bin", "/usr/local/sbin", "/usr/sbin", "/sbin"])
+        env = {"PATH": path, "HOME": str(self.root / "home"), "TMPDIR": str(self.root / "tmp"),
+               "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1",
+               "PYTHONUNBUFFERED": "1", "GIT_CONFIG_NOSYSTEM": "1", "TERM": "dumb",
+               "PAGER": "cat", "GIT_PAGER": "cat", **GIT_IDENTITY}
+        env.update(extra or {})
+        return env
+
+    def _set_limits(self) -> None:  # runs in the child between fork and exec
+        for kind, value in ((resource.RLIMIT_AS, self.limits.memory_bytes),
+                            (resource.RLIMIT_FSIZE, self.limits.file_bytes),
+                            (resource.RLIMIT_CPU, self.limits.cpu_seconds),
+                            (resource.RLIMIT_CORE, 0)):
+            if value is not None:
+                _, hard = resource.getrlimit(kind)
+                resource.setrlimit(kind, (value if hard == resource.RLIM_INFINITY
+                                          else min(value, hard), hard))
+
+    @staticmethod
+    def _kill_group(pgid: int) -> None:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    # -- files ------------------------------------------------------------------------
+    async def write_file(self, path: str, content: str | bytes) -> None:
+        """Write a file (parents created); text is encoded as UTF-8."""
+        self._check_open()
+        target = self.host_path(path)
+        data = content.encode("utf-8") if isinstance(content, str) else bytes(content)
+        await asyncio.to_thread(_write, target, data)
+
+    async def read_file(self, path: str) -> bytes:
+        """The bytes of a file; FileNotFoundError / IsADirectoryError as for ``open``."""
+        self._check_open()
+        return await asyncio.to_thread(self.host_path(path).read_bytes)
+
+    async def copy_in(self, host_path: str, path: str) -> None:
+        """Copy a host file or directory tree to ``path`` in the sandbox."""
+        self._check_open()
+        await asyncio.to_thread(_copy, Path(host_path), self.host_path(path))
+
+    async def copy_out(self, path: str, host_path: str) -> None:
+        """Copy a sandbox file or directory tree to ``host_path`` on the host."""
+        self._check_open()
+        await asyncio.to_thread(_copy, self.host_path(path), Path(host_path))
+
+    async def diff(self, workdir: str | None = None) -> str:
+        """``git diff`` of the working tree against HEAD, untracked files included."""
+        result = await self.exec(DIFF_SCRIPT, timeout=60, workdir=workdir)
+        if not result.ok:
+            raise SandboxError(f"git diff failed in {workdir or self.workdir} (exit "
+                               f"{result.exit_code}): {result.stderr.strip()[:500]}")
+        return result.stdout
+
+    # -- lifetime ---------------------------------------------------------------------
+    async def aclose(self) -> None:
+        """Kill every running command's process group and remove the root. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        for pgid in list(self._groups):
+            self._kill_group(pgid)
+        if self._own_root:
+            await asyncio.to_thread(shutil.rmtree, self.root, True)
+
+    async def __aenter__(self) -> LocalSandbox:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SandboxError("the local sandbox was used after aclose(); start a new one")
+
+    def __repr__(self) -> str:
+        return f"<LocalSandbox root={str(self.root)!r} workdir={self.workdir!r}>"
+
+
+def _write(target: Path, data: bytes) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(data)
+
+
+def _copy(source: Path, target: Path) -> None:
+    if source.is_dir():
+        shutil.copytree(source, target, symlinks=True, dirs_exist_ok=True)
+    else:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, target)
+
+
+async def _exited(proc: asyncio.subprocess.Process) -> None:
+    """Wait for the process itself to exit, not for its pipes to close.
+
+    ``returncode`` is set when the process exits; poll it quickly at first, then every 50 ms.
+    """
+    delay = 0.001
+    while proc.returncode is None:
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 0.05)
+
+
+async def _reap(proc: asyncio.subprocess.Process) -> None:
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(proc.wait(), 10)

@@ -1,0 +1,121 @@
+"""The local process sandbox: the Sandbox contract, timeouts, caps, limits and cleanup."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+
+import pytest
+
+from agentgym.sandboxes.base import Sandbox, SandboxError
+from agentgym.sandboxes.local import LocalLimits, LocalSandbox
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as f:  # a zombie is dead too
+        return f.read().split(")")[-1].split()[0] != "Z"
+
+
+async def test_exec_output_exit_code_workdir_and_env():
+    async with LocalSandbox() as box:
+        assert isinstance(box, Sandbox)
+        result = await box.exec("echo out; echo err >&2; echo $FOO; pwd; exit 3",
+                                env={"FOO": "bar"})
+        assert (result.exit_code, result.stderr, result.ok) == (3, "err\n", False)
+        lines = result.stdout.splitlines()
+        assert lines[:2] == ["out", "bar"] and lines[2] == str(box.root / "testbed")
+        await box.exec("mkdir -p sub && echo x > sub/f")
+        assert (await box.exec("cat f", workdir="/testbed/sub")).stdout == "x\n"
+        missing = await box.exec("true", workdir="/nowhere")
+        assert missing.exit_code == 1 and "No such file" in missing.stderr
+
+
+async def test_timeout_kills_the_whole_process_group(tmp_path):
+    async with LocalSandbox() as box:
+        start = time.monotonic()
+        result = await box.exec("sleep 300 & echo $! > child.pid; sleep 300", timeout=1)
+        assert result.timed_out and result.exit_code == -1 and not result.ok
+        assert time.monotonic() - start < 10
+        child = int((await box.read_file("child.pid")).decode())
+        await asyncio.sleep(0.2)
+        assert not _alive(child)
+
+
+async def test_background_child_does_not_hold_the_call_open():
+    async with LocalSandbox() as box:
+        start = time.monotonic()
+        result = await box.exec("(sleep 300 &) ; echo done", timeout=30)
+        assert result.stdout == "done\n" and time.monotonic() - start < 10
+
+
+async def test_output_is_capped():
+    async with LocalSandbox(max_output_bytes=1000) as box:
+        result = await box.exec("head -c 5000000 /dev/zero | tr '\\0' a; echo tail >&2")
+        assert len(result.stdout) == 1000 and result.truncated and result.stderr == "tail\n"
+
+
+async def test_resource_limits_stop_memory_hogs_and_huge_files():
+    limits = LocalLimits(memory_bytes=512 * 2**20, file_bytes=2**20)
+    async with LocalSandbox(limits=limits) as box:
+        hog = await box.exec("python -c 'x = bytearray(2 * 2**30)'")
+        assert hog.exit_code != 0 and "MemoryError" in hog.stderr
+        big = await box.exec("head -c 10000000 /dev/zero > big.bin")
+        assert big.exit_code != 0
+        assert (box.root / "testbed" / "big.bin").stat().st_size <= 2**20
+
+
+async def test_files_copy_and_paths_stay_under_the_root(tmp_path):
+    src = tmp_path / "src"
+    (src / "pkg").mkdir(parents=True)
+    (src / "pkg" / "a.py").write_text("A = 1\n")
+    async with LocalSandbox() as box:
+        await box.copy_in(str(src), "/testbed/project")
+        assert await box.read_file("project/pkg/a.py") == b"A = 1\n"
+        await box.write_file("/testbed/project/new.txt", "ü")
+        await box.copy_out("/testbed/project", str(tmp_path / "out"))
+        assert (tmp_path / "out" / "new.txt").read_text() == "ü"
+        assert (tmp_path / "out" / "pkg" / "a.py").exists()
+        # ".." cannot climb out of the root
+        assert box.host_path("../../../etc/passwd") == box.root / "etc" / "passwd"
+        with pytest.raises(FileNotFoundError):
+            await box.read_file("/etc/hostname-agentgym-none")
+
+
+async def test_diff_shows_untracked_files_and_leaves_the_index_alone():
+    async with LocalSandbox() as box:
+        await box.write_file("a.txt", "one\n")
+        assert (await box.exec("git init -q . && git add -A && git commit -qm base")).ok
+        assert await box.diff() == ""
+        await box.write_file("a.txt", "two\n")
+        await box.write_file("new/b.txt", "b\n")
+        diff = await box.diff()
+        assert "-one\n+two" in diff and "new file mode" in diff and "+b" in diff
+        status = await box.exec("git status --porcelain")
+        assert status.stdout.splitlines() == [" M a.txt", "?? new/"]
+        assert await box.diff() == diff  # deterministic
+
+
+async def test_aclose_kills_running_commands_and_is_idempotent():
+    box = LocalSandbox()
+    task = asyncio.create_task(box.exec("sleep 300 & echo $! > bg.pid; wait", timeout=600))
+    for _ in range(100):
+        await asyncio.sleep(0.05)
+        if (box.root / "testbed" / "bg.pid").exists():
+            break
+    child = int((box.root / "testbed" / "bg.pid").read_text())
+    task.cancel()  # cancellation of the call takes its processes down
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await asyncio.sleep(0.2)
+    assert not _alive(child)
+    root = box.root
+    await box.aclose()
+    await box.aclose()
+    assert not root.exists()
+    with pytest.raises(SandboxError):
+        await box.exec("true")
