@@ -33,6 +33,11 @@ from agentgym.types import ToolCall
 SPLITS = ("train", "test")
 SYSTEM_PROMPT = ("You solve math problems by writing Python code. Run code with the python "
                  "tool; variables persist between calls. Print the values you need.")
+INSTRUCTIONS = (
+    "Write a program that computes the answer and run it:\n"
+    '<tool_call>{"name": "python", "arguments": {"code": "print(sum(range(10)))"}}'
+    "</tool_call>\nWhen the program has printed the answer, submit it:\n"
+    '<tool_call>{"name": "final_answer", "arguments": {"answer": 45}}</tool_call>')
 
 
 class CodeError(Exception):
@@ -90,6 +95,7 @@ class CodeMathEnv(ToolEnv):
         # the ToolBox timeout is a backstop: the interpreter's own timeout fires first
         super().__init__(self._task, [tool(python, timeout=call_timeout + 30.0)],
                          verifier="numeric", system_prompt=SYSTEM_PROMPT,
+                         instructions=INSTRUCTIONS,
                          state_factory=self._state, faults=(SandboxError,))
 
     def _task(self, seed: int) -> Task:

@@ -25,6 +25,13 @@ SPLITS = ("train", "test")
 SYSTEM_PROMPT = ("You answer questions about a fictional world using its encyclopedia. Search "
                  "for articles, open them to read the facts, and follow the links between "
                  "them. Answer with the name, word or year only.")
+INSTRUCTIONS = (
+    "Call one tool per reply. Search for a name from the question:\n"
+    '<tool_call>{"name": "search", "arguments": {"query": "a name"}}</tool_call>\n'
+    "Open an article by the id that search returned:\n"
+    '<tool_call>{"name": "open", "arguments": {"doc_id": "company/a-name"}}</tool_call>\n'
+    "When you know the answer:\n"
+    '<tool_call>{"name": "final_answer", "arguments": {"answer": "the answer"}}</tool_call>')
 
 
 class Index:
@@ -104,7 +111,8 @@ class MultiHopSearchEnv(ToolEnv):
         tasks = [Task(q.id, q.question, q.answer, {"hops": q.hops}, q.solution)
                  for q in split_questions(split)]
         super().__init__(tasks, [search, open_doc], verifier="exact",
-                         system_prompt=SYSTEM_PROMPT, sync_tools="inline")
+                         system_prompt=SYSTEM_PROMPT, instructions=INSTRUCTIONS,
+                         sync_tools="inline")
 
     async def _reset(self, seed: int | None, options: dict[str, Any]) -> Any:  # type: ignore[override]
         index()  # build the index before the first step, not inside a timed tool call
