@@ -1,0 +1,52 @@
+"""Docker sandboxes for SWE episodes, taken from the process's warm pool.
+
+Shipped tasks run in the agentgym base image (``agentgym sandbox build-image``) with the
+repository copied onto a tmpfs workdir at reset. SWE-bench-style tasks name their own image,
+which already holds the repository at the workdir, so that directory must not be hidden by a
+tmpfs: those containers get a writable root instead of a read-only one and run as the
+image's user (SWE-bench images own the repository as root); they keep no network and the
+same CPU, memory and process limits.
+
+The pools are the process-wide ``shared_pool``s of :mod:`agentgym.sandboxes.pool`: an env
+takes one started container per episode and removes it at the end, never reusing one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from agentgym.envs.swe.task import SWETask
+from agentgym.errors import MissingExtraError
+from agentgym.sandboxes.base import Sandbox
+
+POOL_SIZE = 2
+"""Warm containers kept per image."""
+
+
+async def open_docker_sandbox(task: SWETask, image: str | None = None) -> Sandbox:
+    """A started container for ``task`` from the shared warm pool.
+
+    Args:
+        task: The task (its ``image`` and ``workdir`` decide the container).
+        image: Image for tasks that name none (default: the agentgym base image).
+
+    Raises:
+        MissingExtraError: The docker SDK is not installed.
+        SandboxError: No engine is reachable or the container did not start.
+    """
+    try:
+        import docker  # noqa: F401 - only to give the install hint early
+    except ImportError as exc:
+        raise MissingExtraError("docker", "swe", "the SWE env's Docker sandbox") from exc
+    from agentgym.sandboxes.docker import DockerConfig
+    from agentgym.sandboxes.pool import shared_pool
+
+    base = DockerConfig()
+    if task.image is not None:  # the repository is in the image: keep the workdir visible
+        tmpfs = {p: mb for p, mb in base.tmpfs.items()
+                 if p != task.workdir and not p.startswith(task.workdir.rstrip("/") + "/")}
+        config = dataclasses.replace(base, image=task.image, workdir=task.workdir,
+                                     read_only_root=False, tmpfs=tmpfs, user=None)
+    else:
+        config = dataclasses.replace(base, image=image or base.image, workdir=task.workdir)
+    return await shared_pool(config, size=POOL_SIZE).acquire()

@@ -1,0 +1,3 @@
+from ledger.accounts import Account, InsufficientFunds, transfer
+
+__all__ = ["Account", "InsufficientFunds", "transfer"]

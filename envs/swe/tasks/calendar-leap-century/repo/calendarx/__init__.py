@@ -1,0 +1,3 @@
+from calendarx.leap import days_in_month, is_leap_year
+
+__all__ = ["days_in_month", "is_leap_year"]

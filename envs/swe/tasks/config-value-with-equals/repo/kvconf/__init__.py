@@ -1,0 +1,3 @@
+from kvconf.parser import loads
+
+__all__ = ["loads"]

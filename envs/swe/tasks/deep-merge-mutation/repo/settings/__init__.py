@@ -1,0 +1,3 @@
+from settings.merge import deep_merge
+
+__all__ = ["deep_merge"]

@@ -1,0 +1,3 @@
+from humanize.durations import format_duration
+
+__all__ = ["format_duration"]

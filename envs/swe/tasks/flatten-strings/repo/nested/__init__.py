@@ -1,0 +1,3 @@
+from nested.flat import flatten
+
+__all__ = ["flatten"]

@@ -1,0 +1,3 @@
+from shop.stock import Inventory
+
+__all__ = ["Inventory"]

@@ -1,0 +1,3 @@
+from minimat.ops import matmul, transpose
+
+__all__ = ["matmul", "transpose"]

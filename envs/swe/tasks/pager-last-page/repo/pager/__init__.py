@@ -1,0 +1,3 @@
+from pager.paginator import PageError, Paginator
+
+__all__ = ["PageError", "Paginator"]

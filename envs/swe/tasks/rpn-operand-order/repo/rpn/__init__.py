@@ -1,0 +1,3 @@
+from rpn.calc import evaluate
+
+__all__ = ["evaluate"]

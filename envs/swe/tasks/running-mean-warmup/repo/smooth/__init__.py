@@ -1,0 +1,3 @@
+from smooth.average import moving_average
+
+__all__ = ["moving_average"]

@@ -1,0 +1,3 @@
+from semverlite.version import Version, latest
+
+__all__ = ["Version", "latest"]

@@ -1,0 +1,3 @@
+from slugs.core import slugify
+
+__all__ = ["slugify"]
