@@ -38,6 +38,8 @@ def eval_command(
     ] = None,
     max_tokens: Annotated[int, typer.Option(help="Most tokens per policy call.")] = 256,
     concurrency: Annotated[int, typer.Option(help="Episodes in flight per env.")] = 16,
+    max_turns: Annotated[int | None, typer.Option(
+        help="At most this many turns per episode (default: each env's limit).")] = None,
     step_timeout: Annotated[float, typer.Option(
         help="Seconds a policy call or env step may take before the episode is an error.")
     ] = 300.0,
@@ -66,7 +68,8 @@ def eval_command(
         folder = base if len(policy or []) == 1 else base / f"{i:02d}-{_safe(spec)}"
         config = EvalConfig(suite=str(suite), policy=spec, k=k, seed=seed, tasks=tasks,
                             temperature=temperature, max_tokens=max_tokens,
-                            concurrency=concurrency, model=model, step_timeout=step_timeout)
+                            concurrency=concurrency, model=model, step_timeout=step_timeout,
+                            max_turns=max_turns)
         from rich.progress import Progress
 
         with Progress(console=err, transient=True) as progress:

@@ -58,6 +58,8 @@ class EvalConfig:
     """Seconds per policy call or env step before the episode is an error."""
     retries: int = 1
     """Times an error episode is run again before it is recorded as an error."""
+    max_turns: int | None = None
+    """At most this many turns per episode (None = each env's own limit); for quick runs."""
 
     def __post_init__(self) -> None:
         if self.k < 1:
@@ -176,7 +178,8 @@ def evaluate(config: EvalConfig, out_dir: str | Path, *, log: Callable[[str], No
         The ``results.json`` content: manifest, per-entry and overall metrics, wall time.
     """
     out_dir = Path(out_dir)
-    suite = get_suite(config.suite).with_overrides(tasks=config.tasks, min_rollouts=config.k)
+    suite = get_suite(config.suite).with_overrides(tasks=config.tasks, min_rollouts=config.k,
+                                                   max_turns=config.max_turns)
     for entry in suite.entries:  # bad kwargs fail here, before a model loads
         asyncio.run(agentgym.make(entry.env, **entry.make_kwargs()).aclose())
     temperature = config.resolved_temperature(suite)

@@ -123,15 +123,27 @@ class Suite:
                      tuple(sorted(requires)), (), False, (), self.source)
 
     def with_overrides(self, tasks: int | None = None, min_rollouts: int | None = None,
-                       rollouts: int | None = None) -> Suite:
-        """A copy: at most ``tasks`` tasks, ``rollouts`` (or >= ``min_rollouts``) rollouts."""
+                       rollouts: int | None = None, max_turns: int | None = None) -> Suite:
+        """A copy with fewer tasks, other rollout counts, or shorter episodes.
+
+        Args:
+            tasks: At most this many tasks per entry.
+            min_rollouts: At least this many rollouts per task.
+            rollouts: Exactly this many rollouts per task.
+            max_turns: At most this many turns per episode (never above the env's own limit).
+        """
         entries = []
         for e in self.entries:
             seeds = e.seeds if tasks is None else e.seeds[:tasks]
             n = e.rollouts if min_rollouts is None else max(e.rollouts, min_rollouts)
             n = n if rollouts is None else rollouts
-            entries.append(SuiteEntry(e.env, e.name, seeds, n, e.split, e.kwargs, e.max_turns,
-                                      e.suite))
+            turns = e.max_turns
+            if max_turns is not None:
+                import agentgym
+
+                own = e.max_turns or agentgym.spec(e.env).max_turns
+                turns = min(max_turns, own) if own else max_turns
+            entries.append(SuiteEntry(e.env, e.name, seeds, n, e.split, e.kwargs, turns, e.suite))
         return Suite(self.name, self.version, tuple(entries), self.description, self.requires,
                      self.includes, self.local_only, self.exclude, self.source)
 

@@ -144,3 +144,9 @@ def test_overrides_cap_tasks_and_raise_rollouts():
     suite = get_suite("sokoban").with_overrides(tasks=3, min_rollouts=4)
     assert len(suite.entries[0].seeds) == 3 and suite.entries[0].rollouts == 4
     assert get_suite("sokoban").with_overrides(rollouts=1).entries[0].rollouts == 1
+
+
+def test_max_turns_override_never_lengthens_episodes():
+    suite = get_suite("all-local").with_overrides(max_turns=4)
+    turns = {e.name: e.max_turns for e in suite.entries}
+    assert turns["sokoban"] == 4 and turns["mental-math"] == 2  # MentalMath's own limit is 2
