@@ -68,7 +68,9 @@ class SWEEnv(BaseEnv):
         split: ``train``, ``test`` or ``all`` tasks (tasks without a split are in each).
         tasks: ``None`` for the shipped tasks, a SWE-bench-style JSON/JSONL path, or tasks.
         sandbox: ``"local"``, ``"docker"``, or a callable ``task -> Sandbox`` (may be async).
-        image: Docker image for tasks that name none (default: the agentgym base image).
+        image: Docker image for tasks that name none: for a task file, the image holding
+            each repository (``{instance_id}`` is filled in); for the shipped tasks, the
+            image their repository is copied into (default: the agentgym base image).
         command_timeout: Seconds one ``bash`` command may run.
         test_timeout: Seconds the tests may run at submission.
         max_output_chars: Longer tool output keeps its head and tail.
@@ -102,7 +104,7 @@ class SWEEnv(BaseEnv):
             raise ConfigError(f"timeouts must be positive, got command_timeout="
                               f"{command_timeout} and test_timeout={test_timeout}")
         every = shipped_tasks() if tasks is None else (
-            load_tasks(tasks) if isinstance(tasks, str | Path) else list(tasks))
+            load_tasks(tasks, image=image) if isinstance(tasks, str | Path) else list(tasks))
         chosen = select_split(every, split)
         if task_ids is not None:
             known = {t.instance_id: t for t in chosen}

@@ -193,8 +193,8 @@ async def editor(command: Literal["view", "create", "str_replace", "insert", "un
             raise ValueError("str_replace needs old_str and new_str")
         count = old.count(old_str) if old_str else 0
         if count != 1:
-            where = "" if count == 0 else " (lines " + ", ".join(
-                str(old[:i].count("\n") + 1) for i in _find_all(old, old_str)[:8]) + ")"
+            lines = sorted({old[:i].count("\n") + 1 for i in _find_all(old, old_str)})
+            where = "" if count == 0 else f" (lines {', '.join(map(str, lines[:8]))})"
             raise ValueError(
                 f"old_str must occur exactly once in {rel}, found {count} times{where}; "
                 + ("view the file and copy the text exactly (whitespace matters)" if count == 0
