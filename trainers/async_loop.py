@@ -35,6 +35,7 @@ import asyncio
 import copy
 import functools
 import math
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -107,6 +108,31 @@ def importance_correct(samples: Sequence[Sample], proximal: Sequence[Sample],
                  "async/is_truncated_frac": truncated / max(len(weights), 1)}
 
 
+def proximal_logprobs(t: Any, samples: Sequence[Sample]) -> list[Sample]:
+    """The samples with completion log-probs of the current weights (π_prox).
+
+    Batched by token budget and scored on completion positions only (the model is asked for
+    no logits over the prompt).
+    """
+    import torch
+
+    from agentgym.trainers.batching import micro_batches
+    from agentgym.trainers.loss import token_logprobs
+
+    out = list(samples)
+    pad, budget = t.policy.tokenizer.pad_token_id, t.config.optim.max_tokens_per_micro_batch
+    with torch.no_grad():
+        for mb in micro_batches(list(samples), budget, pad):
+            mb = mb.to(t.policy.device)
+            logp, _ = token_logprobs(t.model, mb.input_ids, mb.attention_mask,
+                                     t.config.rollout.temperature, mask=mb.loss_mask)
+            for row, i in enumerate(mb.sample_indices):
+                s = samples[i]  # completion token k is the target of column P + k - 1
+                out[i] = replace(s, completion_logprobs=tuple(
+                    logp[row, s.prompt_len - 1:s.length - 1].float().tolist()))
+    return out
+
+
 @dataclass
 class RolloutDriver:
     """What the training loop delegates when it scales out (see the module docstring)."""
@@ -170,8 +196,11 @@ class RolloutDriver:
     async def update(self, t: Any, samples: list[Sample]) -> dict[str, float]:
         """The policy update (in a worker thread when overlapping, so generation goes on)."""
         work = functools.partial(self._update, t, samples)
-        metrics = await asyncio.to_thread(work) if self.overlap else work()
-        return {**self._metrics, **metrics}
+        if not self.overlap:
+            return {**self._metrics, **work()}
+        if self.engine is None and t.policy.device.type == "cpu":
+            _split_cpu_threads()
+        return {**self._metrics, **await asyncio.to_thread(work)}
 
     def _update(self, t: Any, samples: list[Sample]) -> dict[str, float]:
         from agentgym.trainers import loop
@@ -184,7 +213,6 @@ class RolloutDriver:
         return {**extra, **loop._update(t, samples)}
 
     def _correct(self, t: Any, samples: list[Sample]) -> tuple[list[Sample], dict[str, float]]:
-        from agentgym.trainers import loop
 
         ac = self.config.async_training
         stale = [i for i, s in enumerate(samples)
@@ -194,7 +222,7 @@ class RolloutDriver:
             return samples, metrics
         old = [samples[i] for i in stale]
         proximal = self.distributed.recompute(t, old) if self.distributed is not None \
-            else loop._recompute_old_logprobs(t, old)
+            else proximal_logprobs(t, old)
         fixed, stats = importance_correct(old, proximal, ac.max_importance_weight)
         out = list(samples)
         for i, s in zip(stale, fixed, strict=True):
@@ -227,6 +255,20 @@ class RolloutDriver:
             self.distributed.stop()
         if self.engine is not None:
             await self.engine.aclose()
+
+
+def _split_cpu_threads() -> None:
+    """Half the cores each for in-process generation and the update.
+
+    Both run torch ops at once, from two threads; with the default pools (one thread per
+    core each) the OpenMP workers oversubscribe the cores and spin against each other,
+    which made an overlapped CPU update many times slower than a serial one.
+    """
+    import torch
+
+    cores = os.cpu_count() or 1
+    if torch.get_num_threads() > max(1, cores // 2):
+        torch.set_num_threads(max(1, cores // 2))
 
 
 def make_driver(t: Any) -> RolloutDriver | None:

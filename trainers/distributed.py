@@ -264,8 +264,10 @@ class FSDPUpdater:
         for k in range(int(count)):  # same number of forwards on every rank
             i = mine[k] if k < len(mine) else 0
             ids = torch.tensor([samples[i].input_ids], device=self.device)
+            mask = torch.zeros((1, ids.shape[1] - 1), device=self.device)
+            mask[0, samples[i].prompt_len - 1:] = 1.0  # completion targets only
             logprobs, _ = token_logprobs(self.model, ids, torch.ones_like(ids),
-                                         t.config.rollout.temperature)
+                                         t.config.rollout.temperature, mask=mask)
             if k < len(mine):
                 found[i] = tuple(logprobs[0, samples[i].prompt_len - 1:].float().tolist())
         everyone: list[Any] = [None] * self.world
