@@ -261,7 +261,7 @@ class DockerSandbox:
                         threading.Thread(target=self._kill_group, args=(pidfile,),
                                          daemon=True).start()
             finally:
-                sock.close()
+                _close_hijacked(sock)
             code = api.exec_inspect(ex["Id"])["ExitCode"]
         return (code if code is not None else -1), bytes(bufs[1]), bytes(bufs[2]), cut
 
@@ -367,6 +367,17 @@ class _engine_errors:  # noqa: N801 - used as a context manager
                        f"init exited): {msg}")
             raise SandboxError(f"container {str(self.box.container_id)[:12]}: {msg}") from exc
         return False
+
+
+def _close_hijacked(sock: Any) -> None:
+    """Close an exec's hijacked socket and the HTTP response under it (no fd or GC noise)."""
+    response, raw = getattr(sock, "_response", None), getattr(sock, "_sock", None)
+    for part in (response, sock, raw):
+        if part is not None:
+            try:
+                part.close()
+            except (OSError, ValueError):
+                pass
 
 
 def _raise_for(code: int, err: bytes, path: str) -> None:

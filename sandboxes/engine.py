@@ -30,6 +30,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -265,10 +266,21 @@ def remove_container(client: Any, container_id: str) -> None:
             raise SandboxError(f"could not remove container {container_id[:12]}: {exc}") from exc
 
 
-def list_sandboxes(client: Any, **labels: str) -> list[Any]:
+@dataclass(frozen=True)
+class ContainerRef:
+    """A sandbox container as listed: its id and labels."""
+
+    id: str
+    labels: dict[str, str]
+
+
+def list_sandboxes(client: Any, **labels: str) -> list[ContainerRef]:
     """Sandbox containers (running or not) carrying every given label."""
     filters = [LABEL, *(f"{k}={v}" for k, v in labels.items())]
-    return client.containers.list(all=True, filters={"label": filters})
+    # The low-level listing: the high-level one inspects each container and fails when
+    # another process removes one in between.
+    return [ContainerRef(c["Id"], c.get("Labels") or {})
+            for c in client.api.containers(all=True, filters={"label": filters})]
 
 
 def _proc_start(pid: int) -> str | None:
