@@ -1,0 +1,182 @@
+"""Multi-rank update logic on CPU with gloo (world size 2, launched by torchrun), and the
+same on a GPU with NCCL where one is available (marked gpu)."""
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+from agentgym.trainers.batching import Sample
+from agentgym.trainers.config import load_config
+from agentgym.trainers.distributed import shard_samples
+
+WORKER = textwrap.dedent('''
+    """One rank: shard the tiny model, recompute, update, gather; results from rank 0."""
+    import sys
+    from types import SimpleNamespace
+
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from agentgym.trainers import distributed
+    from agentgym.trainers.checkpoint import TrainState
+    from agentgym.trainers.config import load_config
+
+    model_dir, data, out = sys.argv[1:4]
+    payload = torch.load(data, weights_only=False)
+    rank, world = distributed.init(payload["backend"])
+    device = torch.device(f"cuda:{rank}" if payload["backend"] == "nccl" else "cpu")
+    cfg = load_config(None, payload["overrides"])
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).to(device)
+    model = distributed.shard_model(model, cfg.distributed.gradient_checkpointing)
+    optimizer = torch.optim.SGD([p for p in model.parameters()], lr=1.0)
+    updater = distributed.FSDPUpdater(model, optimizer, device)
+    t = SimpleNamespace(config=cfg, reference=None, state=TrainState(0, 0),
+                        policy=SimpleNamespace(tokenizer=SimpleNamespace(pad_token_id=0)))
+    if rank == 0:
+        samples = payload["samples"]
+        proximal = updater.recompute(t, samples)
+        metrics = updater.update(t, samples)
+        state = updater.full_state()
+        updater.stop()
+        torch.save({"proximal": proximal, "metrics": metrics, "state": state,
+                    "world": world}, out)
+    else:
+        updater.serve(t)
+    torch.distributed.destroy_process_group()
+''')
+
+OVERRIDES = ["optim.mini_batches=2", "optim.max_tokens_per_micro_batch=64", "optim.grad_clip=1.0",
+             "rollout.temperature=1.0"]
+
+
+def _samples(model, n=7, seed=0):
+    """Random sequences whose old log-probs are the model's own (ratio 1: gradients flow)."""
+    from agentgym.trainers.async_loop import proximal_logprobs
+
+    rng = np.random.default_rng(seed)
+    raw = []
+    for i in range(n):
+        length, prompt = int(rng.integers(8, 30)), int(rng.integers(2, 6))
+        ids = tuple(int(x) for x in rng.integers(1, 1000, size=length))
+        raw.append(Sample(f"t{i}", f"g{i % 3}", 0, ids, prompt, float(rng.normal()),
+                          (0.0,) * (length - prompt)))
+    t = SimpleNamespace(model=model, config=load_config(None, OVERRIDES),
+                        policy=SimpleNamespace(tokenizer=SimpleNamespace(pad_token_id=0),
+                                               device=torch.device("cpu")))
+    return proximal_logprobs(t, raw)
+
+
+def _reference(model_dir, samples):
+    """One process, every sample: the update the ranks must reproduce."""
+    from transformers import AutoModelForCausalLM
+
+    from agentgym.trainers import loop
+    from agentgym.trainers.checkpoint import TrainState
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    t = SimpleNamespace(config=load_config(None, OVERRIDES), model=model, reference=None,
+                        optimizer=torch.optim.SGD(model.parameters(), lr=1.0),
+                        state=TrainState(0, 0),
+                        policy=SimpleNamespace(tokenizer=SimpleNamespace(pad_token_id=0),
+                                               device=torch.device("cpu")))
+    metrics = loop._update(t, samples)
+    return model, metrics
+
+
+def _launch(tmp_path, model_dir, samples, world, backend, extra=()):
+    script, data, out = tmp_path / "worker.py", tmp_path / "data.pt", tmp_path / "out.pt"
+    script.write_text(WORKER)
+    torch.save({"samples": samples, "backend": backend,
+                "overrides": OVERRIDES + list(extra)}, data)
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                           f"--nproc-per-node={world}", str(script), str(model_dir), str(data),
+                           str(out)], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return torch.load(out, weights_only=False)
+
+
+def test_shard_samples_partitions_and_balances_tokens():
+    samples = [Sample(f"t{i}", "g", 0, (1,) * n, 1, 0.0, (0.0,) * (n - 1))
+               for i, n in enumerate([50, 10, 40, 20, 30, 5])]
+    shares = [shard_samples(samples, r, 2) for r in range(2)]
+    assert sorted(shares[0] + shares[1]) == list(range(6))
+    loads = [sum(samples[i].length for i in s) for s in shares]
+    assert abs(loads[0] - loads[1]) <= 5  # 80 / 75
+
+
+def test_two_gloo_ranks_reproduce_the_single_process_update(tmp_path, tiny_model_dir):
+    from transformers import AutoModelForCausalLM
+
+    start = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    samples = _samples(start)
+    result = _launch(tmp_path, tiny_model_dir, samples, world=2, backend="gloo")
+    assert result["world"] == 2
+    for got, want in zip(result["proximal"], samples, strict=True):  # sharded forward
+        np.testing.assert_allclose(got.completion_logprobs, want.completion_logprobs, atol=1e-5)
+    reference, metrics = _reference(tiny_model_dir, samples)
+    want = reference.state_dict()
+    moved = 0
+    for name, tensor in result["state"].items():
+        torch.testing.assert_close(tensor, want[name], atol=2e-5, rtol=1e-4)
+        moved += not torch.equal(tensor, start.state_dict()[name])
+    assert moved == len(result["state"])  # every parameter was updated
+    assert result["metrics"]["loss"] == pytest.approx(metrics["loss"], abs=1e-5)
+    assert result["metrics"]["grad_norm"] == pytest.approx(metrics["grad_norm"], rel=1e-4)
+
+
+@pytest.mark.gpu
+def test_fsdp_world_size_one_on_gpu_with_checkpointing(tmp_path, tiny_model_dir):
+    if not torch.cuda.is_available():
+        pytest.skip("needs an NVIDIA GPU")
+    from transformers import AutoModelForCausalLM
+
+    start = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    samples = _samples(start)
+    result = _launch(tmp_path, tiny_model_dir, samples, world=1, backend="nccl",
+                     extra=["distributed.gradient_checkpointing=true"])
+    reference, _ = _reference(tiny_model_dir, samples)
+    want = reference.state_dict()
+    for name, tensor in result["state"].items():  # GPU kernels: looser tolerance
+        torch.testing.assert_close(tensor, want[name], atol=1e-4, rtol=1e-3)
+
+
+@pytest.mark.gpu
+async def test_weight_sync_into_vllm(tiny_model_dir):
+    """Gathered weights loaded into an in-process vLLM engine change what it samples."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs an NVIDIA GPU")
+    pytest.importorskip("vllm")
+    from agentgym.policies.base import GenerationRequest, SamplingParams
+    from agentgym.policies.vllm import VLLMPolicy
+    from agentgym.trainers.distributed import sync_vllm
+    from agentgym.types import Message
+
+    policy = VLLMPolicy(str(tiny_model_dir), dtype="float32", gpu_memory_utilization=0.3,
+                        max_model_len=512)
+    request = GenerationRequest((Message("user", "hi"),),
+                                params=SamplingParams(temperature=0, max_tokens=8))
+    try:
+        [before] = await policy.generate([request])
+        from safetensors.torch import load_file
+
+        state = {n: torch.zeros_like(p) for n, p in
+                 load_file(Path(tiny_model_dir) / "model.safetensors").items()}
+        assert await sync_vllm(policy, state, version=7) == 7
+        [after] = await policy.generate([request])
+        assert after.policy_version == 7
+        # All-zero weights give uniform logits: log-prob log(1/V) for every token.
+        from transformers import AutoConfig
+
+        vocab = AutoConfig.from_pretrained(tiny_model_dir).vocab_size
+        assert after.logprobs and all(abs(lp + np.log(vocab)) < 0.1 for lp in after.logprobs)
+        assert before.logprobs != after.logprobs
+    finally:
+        await policy.aclose()
