@@ -170,7 +170,10 @@ class WebShopBase(BaseEnv):
         task_seed = seed if seed is not None else int(self.np_random.integers(2**31 - 1))
         task = make_task(self.site.catalog, self.split, task_seed)
         self.episode = Episode(self.site.new_session(), task)
-        page = await self._open(self.site.url + "/")
+        try:
+            page = await self._open(self.site.url + "/")
+        except ActionError as exc:  # no agent acted yet: failing to load is the machine's fault
+            raise WebEnvError(f"could not open the shop at {self.site.url}: {exc}") from exc
         prompt = f"{INTRO.format(instruction=task.instruction)}\n\n{self.how_to_act()}\n\n{page}"
         return [Message("user", prompt)], {"task_id": task.id, "task": task.to_dict()}
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 from typing import Any, Literal
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, urljoin, urlsplit
 
 from agentgym.errors import ConfigError
 from agentgym.tools import ToolBox, tool
@@ -39,7 +39,7 @@ class _BrowserTurn:
         return self.episode.finished or self.env.site.order(self.episode.sid) is not None
 
 
-@tool(timeout=120)
+@tool(timeout=600)
 async def click(ref: str, state: _BrowserTurn) -> str:
     """Click a link, button or other element of the page.
 
@@ -50,11 +50,19 @@ async def click(ref: str, state: _BrowserTurn) -> str:
     if state.done():
         return "not run: the episode is over"
     env, element = state.env, state.env._element(ref)
-    await env._act(env._locator(element).click(timeout=env._ms), f"clicking {ref}", True)
+    assert env.site is not None
+    target = urljoin(env.page.url, element.url) if element.url else ""
+    if target and not target.startswith(env.site.url + "/"):
+        raise ActionError(f"{ref} ({element.name!r}) leads off the shop ({target}); only the "
+                          "shop's own pages can be opened")
+    # Links and (submit) buttons load a page: wait for that page, not the old one.
+    loads = bool(target) or element.role == "button"
+    await env._act(env._locator(element).click(timeout=env._ms), f"clicking {ref}", True,
+                   expect_navigation=loads)
     return f"clicked {element.role} {element.name!r}"
 
 
-@tool(name="type", timeout=120)
+@tool(name="type", timeout=600)
 async def type_(ref: str, text: str, state: _BrowserTurn, submit: bool = False) -> str:
     """Type text into a text box (replacing what it holds).
 
@@ -73,11 +81,12 @@ async def type_(ref: str, text: str, state: _BrowserTurn, submit: bool = False) 
     locator = env._locator(element)
     await env._act(locator.fill(text, timeout=env._ms), f"typing into {ref}", False)
     if submit:
-        await env._act(locator.press("Enter", timeout=env._ms), f"submitting {ref}", True)
+        await env._act(locator.press("Enter", timeout=env._ms), f"submitting {ref}", True,
+                       expect_navigation=True)
     return f"typed {text!r} into {element.name!r}" + (" and pressed Enter" if submit else "")
 
 
-@tool(timeout=120)
+@tool(timeout=600)
 async def select(ref: str, option: str, state: _BrowserTurn) -> str:
     """Choose an option of a drop-down.
 
@@ -100,7 +109,7 @@ async def select(ref: str, option: str, state: _BrowserTurn) -> str:
     return f"selected {option!r} in {element.name!r}"
 
 
-@tool(timeout=120)
+@tool(timeout=600)
 async def go_back(state: _BrowserTurn) -> str:
     """Go back to the previous page."""
     if state.done():
@@ -118,7 +127,7 @@ async def go_back(state: _BrowserTurn) -> str:
     return "went back"
 
 
-@tool(timeout=120)
+@tool(timeout=600)
 async def scroll(state: _BrowserTurn, direction: Literal["down", "up"] = "down") -> str:
     """Scroll the page by most of a screen (the snapshot always shows the whole page).
 
@@ -219,15 +228,30 @@ class WebShopEnv(WebShopBase):
         return (self._crashed or handle is None or not handle.browser.is_connected()
                 or self._page is None or self._page.is_closed())
 
-    async def _act(self, operation: Any, what: str, navigates: bool) -> Any:
-        """Await a Playwright operation; hangs and failures become agent-facing errors."""
+    async def _act(self, operation: Any, what: str, navigates: bool,
+                   expect_navigation: bool = False) -> Any:
+        """Await a Playwright operation; hangs and failures become agent-facing errors.
+
+        Args:
+            operation: The (not yet awaited) Playwright coroutine.
+            what: The action, for messages.
+            navigates: The operation may change the page: wait for it to load, then check
+                it is still the shop.
+            expect_navigation: The operation loads a new page for sure (a link, a submit):
+                wait for that page, however long the old one stays on screen.
+        """
         from playwright.async_api import Error as PlaywrightError
         from playwright.async_api import TimeoutError as PlaywrightTimeout
 
         assert self.episode is not None and self.site is not None
         try:
             async with asyncio.timeout(self.action_timeout + 5):  # Playwright's own, plus slack
-                result = await operation
+                if expect_navigation:
+                    async with self.page.expect_navigation(wait_until="domcontentloaded",
+                                                           timeout=self._ms):
+                        result = await operation
+                else:
+                    result = await operation
                 if navigates:
                     await self.page.wait_for_load_state("domcontentloaded", timeout=self._ms)
         except (PlaywrightTimeout, TimeoutError) as exc:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from aiohttp import web
 
 import agentgym
 from agentgym import Message, ToolCall
@@ -69,25 +68,16 @@ async def test_text_and_browser_score_the_same_purchase(shared_browser) -> None:
         await browser.aclose()
 
 
-@pytest.fixture
-async def hanging_server():
-    """A second local server whose /hang page answers only after the env gives up."""
-
-    async def hang(request: web.Request) -> web.Response:
-        await asyncio.sleep(4)
-        return web.Response(text="<p>too late</p>", content_type="text/html")
-
-    app = web.Application()
-    app.router.add_get("/hang", hang)
-    runner = web.AppRunner(app, shutdown_timeout=0.2)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    yield f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/hang"
-    await runner.cleanup()
+async def stall(route) -> None:
+    """A route handler that keeps the request waiting: the page hangs."""
+    await asyncio.sleep(5)
+    try:
+        await route.abort()
+    except Exception:  # the env stopped the load (or closed the page) meanwhile
+        pass
 
 
-async def test_bad_input_is_an_invalid_observation(shared_browser, hanging_server) -> None:
+async def test_bad_input_is_an_invalid_observation(shared_browser) -> None:
     async with WebShopEnv(action_timeout=1.5, **KW) as env:
         await env.reset(seed=4)
         link = next(e.ref for e in env.elements.values() if e.name == "Home")
@@ -104,15 +94,14 @@ async def test_bad_input_is_an_invalid_observation(shared_browser, hanging_serve
             assert not result.valid and expected in result.observation[0].content, action
             assert result.info["state_key"].startswith("/#") and not result.done
         # A page that never loads in time: loading stops, the agent stays where it was.
-        await env.page.evaluate(
-            "url => { const a = document.createElement('a'); a.href = url; "
-            "a.textContent = 'Slow page'; document.body.append(a); }", hanging_server)
-        result = await env.step(call("scroll", direction="down"))  # re-read the page
-        slow = next(e.ref for e in env.elements.values() if e.name == "Slow page")
-        result = await env.step(call("click", ref=slow))
+        for _ in range(2):  # type the query, press Search
+            await env.step(env.expert_action())
+        assert env.facts().path == "/search"
+        await env.page.route("**/product/**", stall)
+        result = await env.step(env.expert_action())  # open the product: it hangs
         assert not result.valid and "did not finish within 1.5 s" in result.observation[0].content
-        assert env.state_key().startswith("/#")
-        await env.page.evaluate("() => document.querySelector('a:last-of-type').remove()")
+        assert env.state_key().startswith("/search#")
+        await env.page.unroute_all(behavior="ignoreErrors")
         for _ in range(12):  # the episode goes on: the oracle still buys
             result = await env.step(env.expert_action())
             assert result.valid, result.observation[0].content
@@ -134,18 +123,16 @@ async def test_select_rejects_an_unknown_option_and_render_gives_png(shared_brow
         assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 1000
 
 
-async def test_cancelled_step_still_closes_the_context(shared_browser, hanging_server) -> None:
+async def test_cancelled_step_still_closes_the_context(shared_browser) -> None:
     env = WebShopEnv(action_timeout=3, **KW)
     try:
         await env.reset(seed=0)
         assert env._handle is shared_browser
         contexts = len(shared_browser.browser.contexts)
-        await env.page.evaluate(
-            "url => { const a = document.createElement('a'); a.href = url; "
-            "a.textContent = 'Slow page'; document.body.append(a); }", hanging_server)
-        await env.step(call("scroll"))
-        slow = next(e.ref for e in env.elements.values() if e.name == "Slow page")
-        step = asyncio.ensure_future(env.step(call("click", ref=slow)))
+        await env.page.route("**/search**", stall)
+        box = next(e.ref for e in env.elements.values() if e.role == "textbox")
+        slow = call("type", ref=box, text="tea", submit=True)
+        step = asyncio.ensure_future(env.step(slow))
         await asyncio.sleep(0.5)
         step.cancel()
         with pytest.raises(asyncio.CancelledError):
