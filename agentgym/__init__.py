@@ -19,6 +19,7 @@ from agentgym.errors import (
     UnknownEnvError,
 )
 from agentgym.registry import EnvSpec, make, register, registry, spec
+from agentgym.tool_env import ToolEnv
 from agentgym.tools import Tool, ToolBox, tool
 from agentgym.types import (
     SCHEMA_VERSION,
@@ -40,7 +41,8 @@ __all__ = [
     "SCHEMA_VERSION", "AgentGymError", "BaseEnv", "ConfigError", "Env", "EnvArgumentError",
     "EnvClosedError", "EnvSpec", "EnvStateError", "Group", "MaxTurns", "Message",
     "MissingExtraError", "ObservationCap", "RegistrationError", "ResetNeeded", "SchemaError",
-    "Step", "StepResult", "StepTokens", "Tool", "ToolBox", "ToolCall", "ToolSpec", "Trajectory",
+    "Step", "StepResult", "StepTokens", "Tool", "ToolBox", "ToolCall", "ToolEnv", "ToolSpec",
+    "Trajectory",
     "UnknownEnvError", "Wrapper", "check_env", "make", "register", "registry", "spec", "tool",
 ]
 

@@ -319,6 +319,19 @@ def _summary(trajs: list[agentgym.Trajectory], out: Path) -> None:
             err.print(f"[red]error[/red] {t.task_id}: {t.error}")
 
 
+from agentgym.evaluation.cli import register_commands  # noqa: E402  (eval, compare, view)
+
+register_commands(app)
+
+from agentgym.progress_cli import app as progress_app  # noqa: E402  (SPA's estimator)
+
+app.add_typer(progress_app, name="progress")
+
+from agentgym.sandboxes.image import app as sandbox_app  # noqa: E402  (docker imported lazily)
+
+app.add_typer(sandbox_app, name="sandbox")
+
+
 def main() -> None:
     """Console-script entry point: caller mistakes print one clear line, not a traceback."""
     try:

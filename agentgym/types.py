@@ -229,11 +229,14 @@ class StepTokens:
         prompt_ids: Token ids of the context the policy saw.
         completion_ids: Token ids the policy sampled.
         logprobs: Behaviour log-probability of each completion token (same length).
+        policy_version: Version of the weights that sampled the completion, when known
+            (async training measures staleness with it).
     """
 
     prompt_ids: tuple[int, ...]
     completion_ids: tuple[int, ...]
     logprobs: tuple[float, ...] = ()
+    policy_version: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("prompt_ids", "completion_ids", "logprobs"):
@@ -248,8 +251,11 @@ class StepTokens:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
-        return {"prompt_ids": list(self.prompt_ids), "completion_ids": list(self.completion_ids),
-                "logprobs": list(self.logprobs)}
+        out = {"prompt_ids": list(self.prompt_ids), "completion_ids": list(self.completion_ids),
+               "logprobs": list(self.logprobs)}
+        if self.policy_version is not None:  # omitted when unknown: older files stay identical
+            out["policy_version"] = self.policy_version
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> StepTokens:
@@ -258,6 +264,7 @@ class StepTokens:
             prompt_ids=tuple(_require(data, "prompt_ids", "StepTokens")),
             completion_ids=tuple(_require(data, "completion_ids", "StepTokens")),
             logprobs=tuple(data.get("logprobs") or ()),
+            policy_version=data.get("policy_version"),
         )
 
 
@@ -272,6 +279,8 @@ class Step:
         tokens: Exact tokens of the policy call, if the backend recorded them.
         state_key: The env's fingerprint of the state *before* the action.
         valid: False when the action could not be parsed or executed.
+        summary: True for a SUPO summary turn: a policy call that did not go to the env
+            (``result`` then holds the next working context's continuation message).
     """
 
     index: int
@@ -280,6 +289,7 @@ class Step:
     tokens: StepTokens | None = None
     state_key: str | None = None
     valid: bool = True
+    summary: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -290,6 +300,7 @@ class Step:
             "tokens": None if self.tokens is None else self.tokens.to_dict(),
             "state_key": self.state_key,
             "valid": self.valid,
+            **({"summary": True} if self.summary else {}),  # omitted when False (older files)
         }
 
     @classmethod
@@ -303,6 +314,7 @@ class Step:
             tokens=None if tokens is None else StepTokens.from_dict(tokens),
             state_key=data.get("state_key"),
             valid=bool(data.get("valid", True)),
+            summary=bool(data.get("summary", False)),
         )
 
 

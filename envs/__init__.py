@@ -23,3 +23,45 @@ register(
     description="Answer a small sum in plain text; a second try after a miss (no tools).",
     max_turns=2,
 )
+register(
+    "agentgym/SWE-v0",
+    "agentgym.envs.swe:SWEEnv",
+    description="Fix a bug in a small Python repository (bash, editor, submit); tests judge it.",
+    max_turns=30,
+)
+register(
+    "agentgym/CodeMath-v0",
+    "agentgym.envs.code:CodeMathEnv",
+    description="Number problems solved by running Python in a sandboxed interpreter.",
+    max_turns=8,
+)
+register(
+    "agentgym/MultiHopSearch-v0",
+    "agentgym.envs.retrieval:MultiHopSearchEnv",
+    description="Multi-hop questions over a generated encyclopedia with BM25 search/open tools.",
+    max_turns=10,
+)
+register(
+    "agentgym/MCPInventory-v0",
+    "agentgym.envs.mcp:InventoryEnv",
+    description="Inventory questions answered with the tools of a real MCP server (stdio).",
+    max_turns=10,
+)
+register(
+    "agentgym/WebShop-v0",
+    "agentgym.envs.web:WebShopEnv",
+    description="Buy the product a task describes on a local shop site, in real Chromium.",
+    max_turns=20,
+)
+register(
+    "agentgym/WebShopText-v0",
+    "agentgym.envs.web:WebShopTextEnv",
+    description="The WebShop-v0 shop as text pages over HTTP (no browser); same tasks/rewards.",
+    max_turns=20,
+)
+register(
+    "agentgym/LogSearch-v0",
+    "agentgym.envs.logsearch:LogSearchEnv",
+    description="Trace a failed request through long server logs (read/grep); long contexts.",
+    max_turns=80,
+)

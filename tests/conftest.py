@@ -3,6 +3,10 @@ import os
 
 import pytest
 
+# Docker engine + sandbox image fixtures (docker_engine, docker_client, sandbox_image,
+# docker_config) for tests marked `docker`.
+pytest_plugins = ["docker_fixtures"]
+
 
 @pytest.fixture(scope="session")
 def smollm2_tokenizer():

@@ -19,7 +19,10 @@ from typing import Any, Literal, get_args, get_origin
 
 import yaml
 
+from agentgym.context import SummarizeConfig
+from agentgym.engines.config import AsyncConfig, DistributedConfig, RayConfig
 from agentgym.errors import ConfigError, did_you_mean
+from agentgym.trainers.supo import SUPOOptions
 
 
 @dataclass(frozen=True)
@@ -88,14 +91,17 @@ class RolloutSection:
     """Nucleus sampling mass (keep 1.0: recorded log-probs ignore it)."""
     max_tokens: int = 64
     """Most tokens per policy call."""
-    context: Literal["full", "window"] = "full"
-    """Context manager."""
+    context: Literal["full", "window", "summarize"] = "full"
+    """Context manager (``summarize`` = SUPO, set up by ``summarize`` below)."""
     history_length: int = 2
     """K for the window context (HGPO reads it too)."""
     max_prompt_tokens: int = 4096
     """Longer prompts end the episode as truncated."""
     step_timeout: float = 300.0
     """Seconds per policy call or env step before the episode is an error."""
+    summarize: SummarizeConfig = field(default_factory=SummarizeConfig)
+    """SUPO's working window W, max summaries S (and S at evaluation), max policy calls H and
+    the summary prompts (read when context is ``summarize``; docs/supo.md)."""
 
 
 @dataclass(frozen=True)
@@ -115,6 +121,8 @@ class AlgorithmConfig:
     """Rewrite rewards before the estimator: gated = G-RA, direct = D-RA (spec §6)."""
     reward_options: dict[str, Any] = field(default_factory=dict)
     """Fields of ``trainers.rewards.SWERewardConfig`` (the SWE preset's components)."""
+    supo: SUPOOptions = field(default_factory=SUPOOptions)
+    """SUPO training: overlong masking, step-level estimators (rollout.context=summarize)."""
 
 
 @dataclass(frozen=True)
@@ -154,6 +162,74 @@ class OptimConfig:
 
 
 @dataclass(frozen=True)
+class ProgressConfig:
+    """SPA's progress estimator (used when ``algorithm.estimator`` is ``spa``; docs/spa.md)."""
+
+    model: str = "policy"
+    """``policy`` (a copy of its initial weights), ``smollm2``, a Hugging Face folder, or an
+    estimator folder written by ``agentgym progress train`` (then fitted further)."""
+    lr: float = 3e-6
+    """AdamW learning rate of the backbone (the paper's 3e-6)."""
+    head_lr: float = 1e-3
+    """Learning rate of the zero-initialized scalar head."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    epochs: int = 1
+    """Passes over the buffer per refresh."""
+    batch_size: int = 8
+    """Trajectories per optimizer step."""
+    refresh_every: int = 1
+    """Refit every this many training steps (0 = never: a frozen, pre-fitted estimator)."""
+    buffer_groups: int = 32
+    """Rolling buffer: the most recent groups kept for fitting."""
+    explore_tasks: int = 0
+    """Exploration phase: groups rolled out with the initial policy before the first step."""
+    explore_epochs: int = 3
+    """Passes over the exploration data."""
+    explore_first_seed: int = 2_000_000
+    """First exploration seed (apart from training and held-out seeds)."""
+    grad_clip: float = 1.0
+    """Max global grad norm (0 disables clipping)."""
+    max_tokens_per_micro_batch: int = 8192
+    """Padded tokens per forward pass."""
+
+    def __post_init__(self) -> None:
+        for name in ("epochs", "batch_size", "explore_epochs", "max_tokens_per_micro_batch"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"progress.{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("refresh_every", "explore_tasks", "buffer_groups"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"progress.{name} must be >= 0, got {getattr(self, name)}")
+        if self.lr <= 0 or self.head_lr <= 0:
+            raise ConfigError(f"progress.lr and progress.head_lr must be > 0, got {self.lr} "
+                              f"and {self.head_lr}; the paper uses lr=3e-6")
+
+
+@dataclass(frozen=True)
+class SuiteEvalConfig:
+    """A suite evaluated during training (greedy, one rollout per task).
+
+    It runs when the held-out seeds do: before the first step, every ``eval_every`` steps
+    and after the last.
+    """
+
+    suite: str | None = None
+    """Suite name or YAML file (``agentgym eval --list``); None = no suite evaluation."""
+    tasks: int | None = 8
+    """At most this many tasks per suite entry (keeps in-training evals cheap)."""
+    max_tokens: int | None = None
+    """Most tokens per policy call (None = rollout.max_tokens)."""
+
+    def __post_init__(self) -> None:
+        if self.tasks is not None and self.tasks < 1:
+            raise ConfigError(f"eval.tasks must be >= 1 or null, got {self.tasks}")
+        if self.suite is not None:  # an unknown suite fails now (did-you-mean), not mid-run
+            from agentgym.evaluation.suites import get_suite
+
+            get_suite(self.suite)
+
+
+@dataclass(frozen=True)
 class TrainConfig:
     """A training run."""
 
@@ -181,6 +257,18 @@ class TrainConfig:
     """The loss."""
     optim: OptimConfig = field(default_factory=OptimConfig)
     """The optimizer."""
+    progress: ProgressConfig = field(default_factory=ProgressConfig)
+    """SPA's progress estimator (read when algorithm.estimator is spa)."""
+    eval: SuiteEvalConfig = field(default_factory=SuiteEvalConfig)
+    """Suite evaluation during training; results go to run_dir/eval/step-N/."""
+    engine: Literal["local", "ray"] = "local"
+    """Where rollouts run: this process (asyncio) or Ray actors (docs/scale-out.md)."""
+    ray: RayConfig = field(default_factory=RayConfig)
+    """Ray env and generation workers (read when engine is ray)."""
+    async_training: AsyncConfig = field(default_factory=AsyncConfig)
+    """Overlap generation with the update, with a staleness bound."""
+    distributed: DistributedConfig = field(default_factory=DistributedConfig)
+    """FSDP settings for multi-GPU updates (read when launched with torchrun)."""
 
     def __post_init__(self) -> None:
         checks = [

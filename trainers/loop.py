@@ -55,6 +55,7 @@ from agentgym.trainers.rewards import (
     swe_components,
     swe_metrics,
 )
+from agentgym.trainers.supo import check_estimator, supo_metrics, supo_samples
 from agentgym.types import Group, Trajectory
 
 
@@ -75,6 +76,8 @@ class Trainer:
     rewards: Any
     state: checkpoint.TrainState
     log: MetricsLog
+    spa: Any = None  # SPA's progress-estimator fitter (trainers/progress_train.py), or None
+    driver: Any = None  # Ray engine / async overlap / multi-GPU (trainers/async_loop.py), or None
 
 
 def build(config: TrainConfig, resume: bool = False) -> Trainer:
@@ -91,6 +94,8 @@ def build(config: TrainConfig, resume: bool = False) -> Trainer:
     if config.algorithm.estimator == "hgpo" and config.rollout.context == "window":
         options.setdefault("history_length", config.rollout.history_length)
     estimator = get_estimator(config.algorithm.estimator, **options)
+    if config.rollout.context == "summarize":  # SUPO shares a rollout's advantage: say so
+        check_estimator(config.algorithm.estimator, config.algorithm.supo)
     rewards = None
     if config.algorithm.reward_accumulation != "none":
         try:
@@ -103,6 +108,9 @@ def build(config: TrainConfig, resume: bool = False) -> Trainer:
     model, tokenizer = load_model(config.model.path, device=config.model.device,
                                   dtype=config.model.dtype)
     reference = _frozen_copy(model) if config.loss.kl_coef > 0 else None
+    from agentgym.trainers.progress_train import build_fitter  # SPA: copies the initial policy
+
+    spa = build_fitter(config, model, last if resume else None)
     if config.model.lora.enabled:
         model = _with_lora(model, config)
     policy = TransformersPolicy(model, tokenizer, max_batch_size=config.model.max_batch_size,
@@ -113,8 +121,12 @@ def build(config: TrainConfig, resume: bool = False) -> Trainer:
     state = checkpoint.TrainState(0, config.env.first_seed)
     if resume and last is not None:
         state = checkpoint.load(last, model, optimizer)
-    return Trainer(config, model, policy, optimizer, reference, estimator, rewards, state,
-                   MetricsLog(run_dir, config.tensorboard))
+    trainer = Trainer(config, model, policy, optimizer, reference, estimator, rewards, state,
+                      MetricsLog(run_dir, config.tensorboard), spa=spa)
+    from agentgym.trainers.async_loop import make_driver  # None for the embedded loop
+
+    trainer.driver = make_driver(trainer)
+    return trainer
 
 
 def train(config: TrainConfig, resume: bool = False, progress: Any = None) -> Path:
@@ -132,32 +144,38 @@ async def _run(t: Trainer, progress: Any) -> None:
     task = progress.add_task("training", total=cfg.steps, completed=t.state.step) \
         if progress is not None else None
     try:
-        if t.state.step == 0 and cfg.env.eval_seeds:
+        evaluating = bool(cfg.env.eval_seeds or cfg.eval.suite)
+        if t.state.step == 0 and evaluating:
             t.log.log(0, await _evaluate(t))
         while t.state.step < cfg.steps:
             metrics = await _train_step(t)
             step = t.state.step
-            if cfg.env.eval_seeds and cfg.eval_every and step % cfg.eval_every == 0 \
+            if evaluating and cfg.eval_every and step % cfg.eval_every == 0 \
                     and step < cfg.steps:
                 metrics.update(await _evaluate(t))
-            if step == cfg.steps and cfg.env.eval_seeds:
+            if step == cfg.steps and evaluating:
                 metrics.update(await _evaluate(t))
             t.log.log(step, metrics)
             if step % cfg.save_every == 0 or step == cfg.steps:
                 checkpoint.save(Path(cfg.run_dir), t.state, t.model, t.optimizer)
+                if t.spa is not None:
+                    t.spa.save(Path(cfg.run_dir), step)
             if task is not None:
                 progress.update(task, completed=step, description=(
                     f"step {step} reward {metrics['reward_mean']:.3f} "
                     f"success {metrics['success_rate']:.0%} loss {metrics.get('loss', 0):.4f}"))
     finally:
+        if t.driver is not None:
+            await t.driver.aclose()
         await t.policy.aclose()
 
 
 async def _train_step(t: Trainer) -> dict[str, float]:
     cfg, start = t.config, time.perf_counter()
     seeds = range(t.state.next_seed, t.state.next_seed + cfg.rollout.tasks_per_step)
-    trajs = await _collect(t, seeds, cfg.rollout.group_size, cfg.rollout.temperature,
-                           seed=cfg.seed * 100_003 + t.state.step)
+    trajs = await t.driver.collect(t) if t.driver is not None else await _collect(
+        t, seeds, cfg.rollout.group_size, cfg.rollout.temperature,
+        seed=cfg.seed * 100_003 + t.state.step)
     rollout_s = time.perf_counter() - start
     groups = Group.from_trajectories(trajs)
     metrics = rollout_metrics(trajs, groups)
@@ -170,13 +188,23 @@ async def _train_step(t: Trainer) -> dict[str, float]:
     if t.rewards is not None:  # G-RA / D-RA: the estimator sees the rewritten rewards
         groups = rescore_groups(groups, t.rewards, cfg.algorithm.reward_accumulation)
         metrics.update(accumulation_metrics(groups))
+    if t.spa is not None:  # SPA: refit the progress estimator, write ĉ_t into the steps
+        groups = await t.spa.on_groups(t, groups, metrics)
     kept = [g for g in groups if len(g.scorable) >= 2
             and not (cfg.algorithm.drop_zero_variance_groups and is_zero_variance(g))]
-    samples = samples_from_groups(kept, t.estimator(kept), skip_zero_advantage=True) \
-        if kept else []
+    if cfg.rollout.context == "summarize":  # SUPO: one sequence per working context
+        metrics.update(supo_metrics(trajs))
+        samples = supo_samples(kept, t.estimator(kept), cfg.algorithm.supo) if kept else []
+    else:
+        samples = samples_from_groups(kept, t.estimator(kept), skip_zero_advantage=True) \
+            if kept else []
     update_start = time.perf_counter()
-    metrics.update(_update(t, samples))
-    t.policy.update_weights([])  # the policy shares the trained weights: a new version
+    if t.driver is not None:  # async: update in a thread while rollouts go on; then sync
+        metrics.update(await t.driver.update(t, samples))
+        await t.driver.sync(t)
+    else:
+        metrics.update(_update(t, samples))
+        t.policy.update_weights([])  # the policy shares the trained weights: a new version
     t.state = checkpoint.TrainState(t.state.step + 1,
                                     t.state.next_seed + cfg.rollout.tasks_per_step)
     metrics.update(groups_trained=float(len(kept)), samples=float(len(samples)),
@@ -187,20 +215,22 @@ async def _train_step(t: Trainer) -> dict[str, float]:
 
 
 async def _collect(t: Trainer, seeds: range, group_size: int, temperature: float,
-                   seed: int) -> list[Trajectory]:
+                   seed: int, evaluation: bool = False) -> list[Trajectory]:
     cfg = t.config
     env_kwargs = dict(cfg.env.kwargs)
     if cfg.env.max_turns is not None:
         env_kwargs["max_turns"] = cfg.env.max_turns
+    summarize = cfg.rollout.summarize.for_eval() if evaluation else cfg.rollout.summarize
     context = ContextConfig(mode=cfg.rollout.context, history_length=cfg.rollout.history_length,
-                            max_prompt_tokens=cfg.rollout.max_prompt_tokens)
+                            max_prompt_tokens=cfg.rollout.max_prompt_tokens, summarize=summarize)
     sampling = SamplingParams(temperature=temperature, top_p=cfg.rollout.top_p,
                               max_tokens=cfg.rollout.max_tokens, seed=seed)
     config = RolloutConfig(group_size=group_size, concurrency=cfg.rollout.concurrency,
                            step_timeout=cfg.rollout.step_timeout)
-    return await run_groups(lambda: agentgym.make(cfg.env.id, **env_kwargs),
-                            LMAgent(t.policy, context, sampling), list(seeds), config,
-                            env_id=cfg.env.id)
+    runner = run_groups if t.driver is None else t.driver.run_groups  # Ray / versioned steps
+    return await runner(lambda: agentgym.make(cfg.env.id, **env_kwargs),
+                        LMAgent(t.policy, context, sampling), list(seeds), config,
+                        env_id=cfg.env.id)
 
 
 def _update(t: Trainer, samples: list[Sample]) -> dict[str, float]:
@@ -269,12 +299,20 @@ def _recompute_old_logprobs(t: Trainer, samples: list[Sample]) -> list[Sample]:
 
 
 async def _evaluate(t: Trainer) -> dict[str, float]:
-    """Greedy success rate and mean reward on the held-out seeds."""
+    """Greedy success rate and mean reward on the held-out seeds, and the eval suite if set."""
     cfg = t.config.env
+    out: dict[str, float] = {}
+    if t.config.eval.suite:  # agentgym.evaluation: eval/<suite>/<entry>/... metrics
+        from agentgym.evaluation.training import evaluate_suite
+
+        out.update(await evaluate_suite(t.config, t.policy, t.state.step))
+    if not cfg.eval_seeds:
+        return out
     seeds = range(cfg.eval_first_seed, cfg.eval_first_seed + cfg.eval_seeds)
-    trajs = [x for x in await _collect(t, seeds, 1, 0.0, seed=0) if x.scorable]
+    trajs = [x for x in await _collect(t, seeds, 1, 0.0, seed=0, evaluation=True)
+             if x.scorable]
     n = max(len(trajs), 1)
-    return {"eval/success_rate": sum(map(succeeded, trajs)) / n,
+    return {**out, "eval/success_rate": sum(map(succeeded, trajs)) / n,
             "eval/reward_mean": sum(x.outcome_reward or 0.0 for x in trajs) / n}
 
 
