@@ -169,3 +169,15 @@ def test_build_image_cli_reuses_the_cached_image(docker_engine, sandbox_image):
     result = CliRunner().invoke(app, ["sandbox", "build-image"])
     assert result.exit_code == 0, result.output
     assert "up to date" in result.output
+
+
+@pytest.mark.docker
+async def test_a_long_command_does_not_block_the_event_loop(box):
+    import asyncio
+
+    slow = asyncio.create_task(box.exec("sleep 5; echo slow", timeout=30))
+    start = time.monotonic()
+    quick = [await box.exec(f"echo {i}") for i in range(3)]
+    assert [r.stdout for r in quick] == ["0\n", "1\n", "2\n"]
+    assert not slow.done() and time.monotonic() - start < 5
+    assert (await slow).stdout == "slow\n"
