@@ -6,6 +6,11 @@ the env ``observe``-d back. :class:`LMAgent` puts a :class:`~agentgym.policies.b
 behind a context manager (:mod:`agentgym.context`); the model-free policies in
 :mod:`agentgym.policies.simple` are agents too.
 
+With a ``summarize`` context (SUPO), the engine also runs the summary turns the context asks
+for after an env step: each is one policy call recorded as a ``Step(summary=True)`` that
+never reaches the env, and the episode stops at H policy calls or when the window is full
+after S summaries (``metrics["overlong"]``).
+
 Episodes run as asyncio tasks under a concurrency bound; a model backend batches the
 concurrent generate calls. Infrastructure faults (the env or the policy raising, a step or
 episode timeout) end that episode as a ``status="error"`` trajectory and the others go on.
