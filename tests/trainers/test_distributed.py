@@ -52,7 +52,9 @@ WORKER = textwrap.dedent('''
     torch.distributed.destroy_process_group()
 ''')
 
-OVERRIDES = ["optim.mini_batches=2", "optim.max_tokens_per_micro_batch=64", "optim.grad_clip=1.0",
+# 32 tokens per micro-batch: in the second mini-batch rank 0 runs one micro-batch and rank 1
+# two, so rank 0 also runs a zero-loss filler (every rank must join every collective).
+OVERRIDES = ["optim.mini_batches=2", "optim.max_tokens_per_micro_batch=32", "optim.grad_clip=1.0",
              "rollout.temperature=1.0"]
 
 
@@ -117,6 +119,12 @@ def test_two_gloo_ranks_reproduce_the_single_process_update(tmp_path, tiny_model
 
     start = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
     samples = _samples(start)
+    from agentgym.trainers.batching import micro_batches
+
+    order = np.random.default_rng([0, 0]).permutation(len(samples))  # the update's shuffle
+    last = [samples[i] for i in np.array_split(order, 2)[1]]
+    assert [len(micro_batches([last[i] for i in shard_samples(last, r, 2)], 32, 0))
+            for r in range(2)] == [1, 2]
     result = _launch(tmp_path, tiny_model_dir, samples, world=2, backend="gloo")
     assert result["world"] == 2
     for got, want in zip(result["proximal"], samples, strict=True):  # sharded forward
