@@ -103,6 +103,7 @@ async def main(quick: bool) -> None:
     site = await pools.sites.acquire(CATALOG)
     browser = await pools.browsers.acquire("chromium")
     rows = []
+    load = os.getloadavg()[0]
     try:
         mem_rows = await memory((1, 8) if quick else CONCURRENCY)  # on a fresh browser
         for c in CONCURRENCY:
@@ -117,15 +118,16 @@ async def main(quick: bool) -> None:
     finally:
         await pools.browsers.release("chromium", browser)
         await pools.sites.release(CATALOG, site)
-    _write(rows, mem_rows, quick)
+    _write(rows, mem_rows, quick, load)
 
 
-def _write(rows, mem_rows, quick: bool) -> None:
+def _write(rows, mem_rows, quick: bool, load: float) -> None:
     lines = [
         "Command: `python benchmarks/web_envs.py" + (" --quick`" if quick else "`"),
         "",
         f"Machine: {platform.machine()}, {os.cpu_count()} CPU cores, Chromium headless; figures "
-        "taken on a shared machine (other jobs were using the same 2 cores), so absolute "
+        f"taken on a shared machine (load average {load:.0f} when the run started: other jobs "
+        "were using the same cores), so absolute "
         "numbers are pessimistic; the text/browser ratio is the robust figure. Oracle policy "
         f"(no model), catalogue of {CATALOG[1]} products, one shop server and one Chromium "
         "shared by all episodes.",
