@@ -14,21 +14,40 @@ takes one started container per episode and removes it at the end, never reusing
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 from agentgym.envs.swe.task import SWETask
 from agentgym.errors import MissingExtraError
 from agentgym.sandboxes.base import Sandbox
 
+if TYPE_CHECKING:
+    from agentgym.sandboxes.docker import DockerConfig
+
 POOL_SIZE = 2
 """Warm containers kept per image."""
 
 
-async def open_docker_sandbox(task: SWETask, image: str | None = None) -> Sandbox:
+def docker_config(task: SWETask, image: str | None = None) -> DockerConfig:
+    """The container settings for ``task`` (see the module docstring)."""
+    from agentgym.sandboxes.docker import DockerConfig
+
+    base = DockerConfig()
+    if task.image is not None:  # the repository is in the image: keep the workdir visible
+        tmpfs = {p: mb for p, mb in base.tmpfs.items()
+                 if p != task.workdir and not p.startswith(task.workdir.rstrip("/") + "/")}
+        return dataclasses.replace(base, image=task.image, workdir=task.workdir,
+                                   read_only_root=False, tmpfs=tmpfs, user=None)
+    return dataclasses.replace(base, image=image or base.image, workdir=task.workdir)
+
+
+async def open_docker_sandbox(task: SWETask, image: str | None = None, *,
+                              pool_size: int = POOL_SIZE) -> Sandbox:
     """A started container for ``task`` from the shared warm pool.
 
     Args:
         task: The task (its ``image`` and ``workdir`` decide the container).
         image: Image for tasks that name none (default: the agentgym base image).
+        pool_size: Warm containers the pool keeps for this image (set when it is created).
 
     Raises:
         MissingExtraError: The docker SDK is not installed.
@@ -38,15 +57,6 @@ async def open_docker_sandbox(task: SWETask, image: str | None = None) -> Sandbo
         import docker  # noqa: F401 - only to give the install hint early
     except ImportError as exc:
         raise MissingExtraError("docker", "swe", "the SWE env's Docker sandbox") from exc
-    from agentgym.sandboxes.docker import DockerConfig
     from agentgym.sandboxes.pool import shared_pool
 
-    base = DockerConfig()
-    if task.image is not None:  # the repository is in the image: keep the workdir visible
-        tmpfs = {p: mb for p, mb in base.tmpfs.items()
-                 if p != task.workdir and not p.startswith(task.workdir.rstrip("/") + "/")}
-        config = dataclasses.replace(base, image=task.image, workdir=task.workdir,
-                                     read_only_root=False, tmpfs=tmpfs, user=None)
-    else:
-        config = dataclasses.replace(base, image=image or base.image, workdir=task.workdir)
-    return await shared_pool(config, size=POOL_SIZE).acquire()
+    return await shared_pool(docker_config(task, image), size=pool_size).acquire()

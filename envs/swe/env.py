@@ -12,7 +12,8 @@ The submit step's info carries what the G-RA SWE encoding
 submit / empty patch / failing patch / resolved as −1 / −0.5 / 0 / +1, gating the per-turn
 ±0.1 for valid / malformed turns (``info["valid"]``: every tool call parsed and ran; a
 command that merely exits non-zero is a valid turn, one that ran past its time limit is
-not). The trainer logs completion, modification and resolve rates from the same keys.
+not). The trainer logs completion, modification and resolve rates from the same keys, which
+every step reports (``submitted=False`` until the submit step).
 
 ``state_key`` hashes the task, the working-tree diff and the last tool call, so two
 rollouts that reached the same code by different routes, then ran the same command, share
@@ -75,6 +76,8 @@ class SWEEnv(BaseEnv):
         test_timeout: Seconds the tests may run at submission.
         max_output_chars: Longer tool output keeps its head and tail.
         task_ids: Only these instance ids (after the split filter), e.g. a quick subset.
+        pool_size: Warm containers per image in the process's Docker pool (``docker`` only;
+            about the number of episodes run at once).
 
     Example:
         >>> import asyncio, agentgym
@@ -92,7 +95,8 @@ class SWEEnv(BaseEnv):
                  tasks: str | Sequence[SWETask] | None = None,
                  sandbox: str | SandboxFactory = "local", image: str | None = None,
                  command_timeout: float = 60.0, test_timeout: float = 300.0,
-                 max_output_chars: int = 6000, task_ids: Sequence[str] | None = None) -> None:
+                 max_output_chars: int = 6000, task_ids: Sequence[str] | None = None,
+                 pool_size: int = 2) -> None:
         super().__init__()
         if split not in SPLITS:
             raise ConfigError(f"split must be one of {SPLITS}, got {split!r}")
@@ -120,6 +124,7 @@ class SWEEnv(BaseEnv):
         self.image = image
         self.command_timeout, self.test_timeout = float(command_timeout), float(test_timeout)
         self.max_output_chars = max_output_chars
+        self.pool_size = pool_size
         self.toolbox = ToolBox([tool(bash, timeout=command_timeout + 30), tool(editor, timeout=120),
                                 tool(submit, timeout=120)], max_output_chars=max_output_chars + 500)
         self.tools = self.toolbox.specs
@@ -165,7 +170,7 @@ class SWEEnv(BaseEnv):
             return LocalSandbox(workdir=task.workdir)
         from agentgym.envs.swe.docker import open_docker_sandbox
 
-        return await open_docker_sandbox(task, self.image)
+        return await open_docker_sandbox(task, self.image, pool_size=self.pool_size)
 
     async def _prepare(self, task: SWETask) -> None:
         """Put the repository at the workdir and commit it as the base the diff is against."""
@@ -200,6 +205,9 @@ class SWEEnv(BaseEnv):
                               terminated=True, info=info)
         if any(c.name in _MUTATING for c in outcome.calls):
             self._diff = await self.sandbox.diff(self.task.workdir) if self.sandbox else ""
+        # The outcome keys on every step, so an episode cut off by the turn limit reports
+        # "no submission" and the trainer's completion/modification/resolve rates see it.
+        info.update(submitted=False, resolved=False, patch_empty=not self._diff.strip())
         return StepResult(outcome.messages, None, info=info)
 
     def state_key(self) -> str | None:

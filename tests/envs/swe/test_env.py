@@ -137,6 +137,8 @@ async def test_turn_limit_means_no_submit():
     (traj,) = trajs
     assert traj.status == "truncated" and len(traj.steps) == 2
     assert swe_outcome(traj) == "no_submit" and traj.outcome_reward == 0.0
+    assert swe_metrics([traj]) == {"completion_rate": 0.0, "modification_rate": 0.0,
+                                   "resolve_rate": 0.0}
     high, low = swe_components()
     assert high.score(traj) == -1.0 and low.score(traj) == [0.1, 0.1]
 
