@@ -157,8 +157,23 @@ class DockerSandbox:
         if self._closed:
             raise SandboxError("the sandbox was used after aclose(); start a new one")
         if self.container_id is None:
-            self.container_id = await in_thread(self._start_blocking)
+            starting = asyncio.ensure_future(in_thread(self._start_blocking))
+            try:
+                cid = await asyncio.shield(starting)
+            except asyncio.CancelledError:
+                # The thread still creates the container: remove it once it exists.
+                starting.add_done_callback(self._discard_started)
+                raise
+            if self._closed:  # closed while starting
+                await in_thread(remove_container, self._client, cid)
+                raise SandboxError("the sandbox was closed while it started")
+            self.container_id = cid
         return self
+
+    def _discard_started(self, starting: asyncio.Future[str]) -> None:
+        if not starting.cancelled() and starting.exception() is None:
+            threading.Thread(target=remove_container, args=(self._client, starting.result()),
+                             daemon=True).start()
 
     def _start_blocking(self) -> str:
         if self._client is None:

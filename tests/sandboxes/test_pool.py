@@ -140,3 +140,18 @@ async def test_shared_pool_is_one_per_config(docker_config, docker_client):
         assert (await box.exec("echo hi")).stdout == "hi\n"
     await close_shared_pools()
     assert _ours(docker_client) == []
+
+
+async def test_cancelled_cold_start_leaves_no_container(docker_config, docker_client):
+    from agentgym.sandboxes.docker import DockerSandbox
+
+    box = DockerSandbox(docker_config)
+    task = asyncio.create_task(box.start())
+    await asyncio.sleep(0.05)  # the container is being created in a thread
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    deadline = time.monotonic() + 30
+    while _ours(docker_client) and time.monotonic() < deadline:
+        await asyncio.sleep(0.2)
+    assert _ours(docker_client) == []
