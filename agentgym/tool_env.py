@@ -317,7 +317,8 @@ class ToolEnv(BaseEnv):
         reward = verifiers.score(self.verifier, answer, self.task)
         note = Message("user", f"Answer submitted: {answer[:200]}")
         return StepResult((*messages, note), reward, terminated=True,
-                          info={"valid": valid, "success": reward >= 1.0, "answer": answer})
+                          info={"valid": valid, "success": reward >= 1.0,
+                                "answer": answer[:1000]})
 
     def state_key(self) -> str | None:
         """The task and a digest of every tool call and result so far."""
