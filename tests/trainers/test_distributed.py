@@ -188,3 +188,29 @@ async def test_weight_sync_into_vllm(tiny_model_dir):
         assert before.logprobs != after.logprobs
     finally:
         await policy.aclose()
+
+
+@pytest.mark.slow
+def test_torchrun_trains_with_two_gloo_ranks(tmp_path, tiny_model_dir):
+    """The documented launch: rank 0 runs the loop, rank 1 holds the other shard."""
+    from safetensors.torch import load_file
+
+    from agentgym.trainers.metrics import read_metrics
+
+    root = Path(__file__).parent.parent.parent
+    run = tmp_path / "run"
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
+         "-m", "agentgym.trainers.distributed", str(root / "examples" / "train_ray.yaml"),
+         "engine=local", f"run_dir={run}", "steps=2", "save_every=2",
+         f"model.path={tiny_model_dir}", "env.eval_seeds=0", "rollout.tasks_per_step=2",
+         "rollout.group_size=4", "rollout.max_tokens=4", "tensorboard=false", "optim.lr=0.01",
+         "algorithm.options.invalid_penalty=0.1"],
+        capture_output=True, text=True, timeout=400, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = read_metrics(run)
+    assert [r["policy_version"] for r in rows] == [1.0, 2.0]
+    assert all(r["samples"] > 0 and np.isfinite(r["loss"]) for r in rows)
+    after = load_file(run / "checkpoints" / "step-000002" / "model.safetensors")
+    before = load_file(Path(tiny_model_dir) / "model.safetensors")
+    assert all(not torch.equal(after[n], before[n]) for n in before)
