@@ -103,3 +103,18 @@ async def test_sessions_are_isolated(web_shared) -> None:
     finally:
         await a.aclose()
         await b.aclose()
+
+
+async def test_a_language_model_policy_runs_episodes(web_shared, tiny_model_dir) -> None:
+    from agentgym.policies import SamplingParams, make_agent
+    from agentgym.rollout import RolloutConfig, run_groups
+
+    agent = make_agent(f"hf:{tiny_model_dir}", seed=0,
+                       sampling=SamplingParams(temperature=0.0, max_tokens=16))
+    trajs = await run_groups(lambda: agentgym.make("agentgym/WebShopText-v0", max_turns=2, **KW),
+                             agent, [0, 1], RolloutConfig(max_steps=2),
+                             env_id="agentgym/WebShopText-v0")
+    for traj in trajs:  # a random tiny model buys nothing, but every step is recorded
+        assert traj.status == "truncated" and traj.outcome_reward == 0.0, traj.error
+        assert len(traj.steps) == 2 and all(s.tokens is not None for s in traj.steps)
+        assert traj.steps[0].state_key.startswith("/#")
