@@ -114,6 +114,10 @@ def plot_success(results: Mapping[str, Any], path: str | Path) -> Path:
     fig, ax = plt.subplots(figsize=(max(4.0, 1.1 * len(names) + 1.5), 3.6))
     colors = ["#4c72b0"] * (len(names) - 1) + ["#dd8452"]
     ax.bar(range(len(names)), rates, yerr=[lows, highs], capsize=4, color=colors)
+    for i, name in enumerate(names):  # the rate and its episode count, readable at 0%
+        m = results["metrics"][name]
+        ax.text(i + 0.06, rates[i] + 0.01, f"{rates[i]:.0%}\nn={m['episodes'] - m['errors']}",
+                ha="left", va="bottom", fontsize=8)
     ax.set_xticks(range(len(names)), names, rotation=20, ha="right")
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("success rate")
