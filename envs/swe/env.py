@@ -175,7 +175,7 @@ class SWEEnv(BaseEnv):
     async def _prepare(self, task: SWETask) -> None:
         """Put the repository at the workdir and commit it as the base the diff is against."""
         assert self.sandbox is not None
-        script = f"printf %s {shlex.quote(_EXCLUDES)} >> .git/info/exclude"
+        script = f"mkdir -p .git/info && printf %s {shlex.quote(_EXCLUDES)} >> .git/info/exclude"
         if task.repo_dir is not None:
             await self.sandbox.copy_in(task.repo_dir, task.workdir)
             script = ("git init -q . && " + script + " && git add -A && "

@@ -233,3 +233,30 @@ def test_parse_pytest_summary():
 async def test_passes_the_env_checker():
     ran = await agentgym.check_env(agentgym.make("agentgym/SWE-v0"))
     assert "determinism" in ran
+
+
+async def test_image_task_from_a_swebench_record_with_a_custom_sandbox(tmp_path):
+    """A task whose repository is already in the 'image' (here: a sandbox factory that
+    provides the checkout), loaded from a SWE-bench record, resolves with its gold patch."""
+    shipped = next(t for t in shipped_tasks() if t.instance_id == TASK)
+    record = {"instance_id": "acme__pager-7", "problem_statement": shipped.problem_statement,
+              "patch": shipped.patch, "test_patch": shipped.test_patch,
+              "FAIL_TO_PASS": json.dumps(list(shipped.fail_to_pass)),
+              "PASS_TO_PASS": json.dumps(list(shipped.pass_to_pass)),
+              "image": "acme/pager:7", "env": {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}}
+    path = tmp_path / "instances.json"
+    path.write_text(json.dumps([record]))
+
+    async def like_the_image(task):
+        assert task.image == "acme/pager:7"
+        box = LocalSandbox()
+        await box.copy_in(shipped.repo_dir, "/testbed")
+        assert (await box.exec("git init -q . && git add -A && git commit -qm base")).ok
+        return box
+
+    async with SWEEnv(split="all", tasks=str(path), sandbox=like_the_image) as env:
+        _, info = await env.reset(seed=0)
+        assert info["task_id"] == "acme__pager-7"
+        while not (result := await env.step(env.expert_action())).done:
+            pass
+    assert result.reward == 1.0 and result.info["fail_to_pass_passed"] == 1
