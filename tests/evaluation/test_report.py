@@ -4,6 +4,7 @@ import pytest
 from typer.testing import CliRunner
 
 from agentgym.cli import app
+from agentgym.evaluation import register_suite, suites
 from agentgym.evaluation.compare import bootstrap_diff, compare, load_run, newcombe
 from agentgym.evaluation.report import (
     curve_from_metrics,
@@ -32,15 +33,25 @@ def test_bootstrap_interval_covers_the_difference():
     assert d == 0.0 and lo <= 0.0 <= hi
 
 
+@pytest.fixture
+def mini_suite():
+    """Two built-in family suites (all-local grows with every family: too slow here)."""
+    before = dict(suites._REGISTERED)
+    register_suite({"name": "report-mini", "includes": ["arithmetic", "sokoban"]})
+    yield "report-mini"
+    suites._REGISTERED.clear()
+    suites._REGISTERED.update(before)
+
+
 def run_eval(tmp_path, name, policy, *extra):
     out = tmp_path / name
-    result = CliRunner().invoke(app, ["eval", "--suite", "all-local", "--policy", policy,
+    result = CliRunner().invoke(app, ["eval", "--suite", "report-mini", "--policy", policy,
                                       "--tasks", "2", "--out", str(out), *extra])
     assert result.exit_code == 0, result.output
     return out
 
 
-def test_eval_compare_and_report_files(tmp_path):
+def test_eval_compare_and_report_files(tmp_path, mini_suite):
     good = run_eval(tmp_path, "scripted", "scripted")
     bad = run_eval(tmp_path, "random", "random", "-k", "2")
     for out in (good, bad):
