@@ -105,10 +105,8 @@ class GenerationWorker:
 
     async def update_weights(self, state: Mapping[str, Any], version: int) -> int:
         """Load ``state`` (name -> tensor) and set the policy version; returns it."""
-        if hasattr(self.policy, "load_weights_versioned"):  # no backend has it yet
-            return await self.policy.load_weights_versioned(state, version)
         out = self.policy.update_weights(list(state.items()))
-        if inspect.isawaitable(out):
+        if inspect.isawaitable(out):  # vLLM's is async; transformers' waits on a lock
             await out
         self.policy.policy_version = version
         return version
