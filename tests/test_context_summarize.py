@@ -19,6 +19,8 @@ from agentgym.prompting import render_prompt
 from agentgym.rollout import LMAgent, run_episode
 from agentgym.types import Trajectory
 
+# Small logs (4 pages a file) keep the reading plan short; no env turn limit in the way.
+ENV_KWARGS = {"lines_per_file": 60, "decoys": 10, "max_turns": 500}
 PROMPT = [Message("system", "You trace requests."), Message("user", "Find the code.")]
 
 
@@ -114,7 +116,7 @@ def test_config_validation_and_eval_settings():
 
 
 async def _reader_rollout(tok, w=2048, s=30, h=200, seed=1):
-    env = agentgym.make("agentgym/LogSearch-v0", lines_per_file=120)
+    env = agentgym.make("agentgym/LogSearch-v0", **ENV_KWARGS)
     await env.reset(seed=seed)
     plan = env.reader_plan()
     context = ContextConfig(mode="summarize", summarize=SummarizeConfig(
@@ -170,7 +172,7 @@ async def test_rollout_stops_at_h_and_at_s_as_overlong(smollm2_tokenizer):
 async def test_full_context_on_the_same_task_overflows_the_window(smollm2_tokenizer):
     """Without summaries, the prompt grows far past W (why the env needs SUPO)."""
     tok = smollm2_tokenizer
-    env = agentgym.make("agentgym/LogSearch-v0", lines_per_file=120)
+    env = agentgym.make("agentgym/LogSearch-v0", **ENV_KWARGS)
     await env.reset(seed=1)
     plan = env.reader_plan()
     agent = LMAgent(PlanPolicy(tok, lambda _: plan), ContextConfig(max_prompt_tokens=100_000))

@@ -25,10 +25,12 @@ from agentgym.trainers.supo import (
 from agentgym.types import Group
 
 SEED = 1
+# Small logs (4 pages a file) keep the reading plan short; no env turn limit in the way.
+ENV_KWARGS = {"lines_per_file": 60, "decoys": 10, "max_turns": 500}
 
 
 async def rollout(tok, plan, max_calls=200):
-    env = agentgym.make("agentgym/LogSearch-v0", lines_per_file=120)
+    env = agentgym.make("agentgym/LogSearch-v0", **ENV_KWARGS)
     context = ContextConfig(mode="summarize", summarize=SummarizeConfig(
         working_tokens=2048, max_summaries=30, max_calls=max_calls))
     traj = await run_episode(env, LMAgent(PlanPolicy(tok, lambda _: plan), context),
@@ -44,7 +46,7 @@ def group(smollm2_tokenizer):
     import asyncio
 
     async def main():
-        env = agentgym.make("agentgym/LogSearch-v0", lines_per_file=120)
+        env = agentgym.make("agentgym/LogSearch-v0", **ENV_KWARGS)
         await env.reset(seed=SEED)
         reader = env.reader_plan()
         wrong = [reader[0], Message("assistant", "", tool_calls=(
