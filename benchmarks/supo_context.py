@@ -8,7 +8,7 @@ SmolLM2-135M-Instruct itself, sampled on N tasks with both contexts.
 Figures per episode: policy calls, summaries, working-context tokens per call (mean and max
 prompt length), total tokens processed (Σ prompt + completion over calls) and success.
 
-    python benchmarks/supo_context.py --tasks 16 --smollm2 4
+    python benchmarks/supo_context.py --tasks 16 --smollm2 2
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ async def main(args: argparse.Namespace) -> None:
             "SmolLM2, full": ContextConfig(mode="full", max_prompt_tokens=8192),
             "SmolLM2, summarize": ContextConfig(mode="summarize", max_prompt_tokens=8192,
                                                 summarize=SummarizeConfig(
-                                                    working_tokens=args.window, **h,
+                                                    working_tokens=args.model_window, **h,
                                                     summary_max_tokens=192)),
         }
         sampling = SamplingParams(temperature=1.0, max_tokens=96, seed=0)
@@ -120,8 +120,9 @@ async def main(args: argparse.Namespace) -> None:
 0.95·W. Scripted rows: `PlanPolicy` (SmolLM2's tokenizer, no model) plays the page-by-page
 reading plan or the five-call grep path; with `summarize` it writes short summaries and
 repeats the turn each summary dropped (S and H unbounded here, so every episode finishes).
-SmolLM2 rows: SmolLM2-135M-Instruct sampled at temperature 1, 96 tokens per action, at most
-{args.max_calls} policy calls (the full-history run is capped at the same number of steps).
+SmolLM2 rows ({args.smollm2} tasks): SmolLM2-135M-Instruct sampled at temperature 1, 96
+tokens per action, W = {args.model_window}, at most {args.max_calls} policy calls (the
+full-history run is capped at the same number of steps).
 "Context tokens / call" is the prompt length of a policy call, the working context the model
 attends to; "total tokens" sums prompt + completion tokens over the episode's calls (what a
 backend without prefix caching processes). Figures taken on a shared 2-core CPU machine
@@ -136,8 +137,9 @@ backend without prefix caching processes). Figures taken on a shared 2-core CPU 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=16, help="tasks for the scripted part")
-    parser.add_argument("--smollm2", type=int, default=4, help="tasks for SmolLM2 (0 = skip)")
+    parser.add_argument("--smollm2", type=int, default=2, help="tasks for SmolLM2 (0 = skip)")
     parser.add_argument("--window", type=int, default=2048, help="W in tokens")
     parser.add_argument("--lines", type=int, default=200, help="lines per log file")
-    parser.add_argument("--max-calls", type=int, default=12, help="H for the SmolLM2 part")
+    parser.add_argument("--max-calls", type=int, default=8, help="H for the SmolLM2 part")
+    parser.add_argument("--model-window", type=int, default=1024, help="W for SmolLM2")
     asyncio.run(main(parser.parse_args()))
