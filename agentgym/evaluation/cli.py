@@ -38,6 +38,8 @@ def eval_command(
     ] = None,
     max_tokens: Annotated[int, typer.Option(help="Most tokens per policy call.")] = 256,
     concurrency: Annotated[int, typer.Option(help="Episodes in flight per env.")] = 16,
+    retries: Annotated[int, typer.Option(
+        help="Times an episode that ended in error is run again.")] = 1,
     max_turns: Annotated[int | None, typer.Option(
         help="At most this many turns per episode (default: each env's limit).")] = None,
     step_timeout: Annotated[float, typer.Option(
@@ -69,7 +71,7 @@ def eval_command(
         config = EvalConfig(suite=str(suite), policy=spec, k=k, seed=seed, tasks=tasks,
                             temperature=temperature, max_tokens=max_tokens,
                             concurrency=concurrency, model=model, step_timeout=step_timeout,
-                            max_turns=max_turns)
+                            max_turns=max_turns, retries=retries)
         from rich.progress import Progress
 
         with Progress(console=err, transient=True) as progress:
