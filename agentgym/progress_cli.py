@@ -53,7 +53,7 @@ def train(
                    ] = Path("runs/progress"),
     epochs: Annotated[int, typer.Option(help="Passes over the training trajectories.")] = 3,
     lr: Annotated[float, typer.Option(help="Backbone learning rate.")] = 3e-6,
-    head_lr: Annotated[float, typer.Option(help="Scalar head learning rate.")] = 1e-3,
+    head_lr: Annotated[float, typer.Option(help="Scalar head learning rate.")] = 1e-4,
     batch_size: Annotated[int, typer.Option(help="Trajectories per optimizer step.")] = 8,
     heldout: Annotated[float, typer.Option(
         help="Share of groups held out for the held-out figures (0 = none).")] = 0.2,

@@ -69,6 +69,7 @@ def measure(name: str, trajs: list[Trajectory], batch_size: int) -> dict[str, fl
     score_s = time.perf_counter() - start
     tokens = sum(p.num_tokens for p in map(pack, trajs))
     return {"steps": steps, "tokens": tokens, "fit_s": fit_s, "score_s": score_s,
+            "load": os.getloadavg()[0], "fit_tokens_per_s": tokens / fit_s,
             "fit_per_1k": fit_s * 1000 / steps, "score_per_1k": score_s * 1000 / steps}
 
 
@@ -100,19 +101,22 @@ def main() -> None:
               f"({r['fit_per_1k']:.1f} s per 1k steps), score {r['score_s']:.1f} s "
               f"({r['score_per_1k']:.1f} s per 1k steps)")
         rows.append(f"| {name} | {r['steps']} | {r['tokens']} | {r['fit_s']:.1f} | "
-                    f"{r['fit_per_1k']:.1f} | {r['score_per_1k']:.1f} |")
+                    f"{r['fit_tokens_per_s']:,.0f} | {r['fit_per_1k']:.1f} | "
+                    f"{r['score_per_1k']:.1f} | {r['load']:.1f} |")
     body = "\n".join([
         f"One fitting epoch (batch of {args.batch_size} trajectories, AdamW, float32, full "
         f"fine-tune of backbone + head) and one no-grad scoring pass over {shape}; a trajectory "
         "packs into one row. Seconds per 1k steps are extrapolated from these runs.",
-        f"Machine: {os.cpu_count()} cores shared with other jobs while measuring (figures are "
-        f"noisy and pessimistic), torch {torch.__version__} with {args.threads} thread(s), "
+        f"Machine: {os.cpu_count()} cores shared with other jobs while measuring (the load "
+        "average in the last column counts runnable processes: the figures are noisy and "
+        f"pessimistic), torch {torch.__version__} with {args.threads} thread(s), "
         f"Python {platform.python_version()}.",
         f"Command: `python benchmarks/progress_estimator.py --models {args.models} "
         f"--trajectories {args.trajectories} --threads {args.threads}`",
         "",
-        "| model | steps | tokens | fit seconds | fit s per 1k steps | score s per 1k steps |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| model | steps | tokens | fit seconds | fit tokens/s | fit s per 1k steps "
+        "| score s per 1k steps | load average |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
         *rows,
     ])
     write_section("SPA progress estimator training (cpu)", body)
