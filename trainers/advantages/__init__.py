@@ -42,6 +42,7 @@ from agentgym.trainers.advantages import (  # noqa: F401  (importing registers t
     hgpo,
     rloo,
     salt,
+    spa,
 )
 from agentgym.trainers.advantages.base import (
     EPS,
