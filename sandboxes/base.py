@@ -36,6 +36,7 @@ class ExecResult:
 
     @property
     def ok(self) -> bool:
+        """True when the command exited 0 within its timeout."""
         return self.exit_code == 0 and not self.timed_out
 
 
@@ -43,14 +44,18 @@ class ExecResult:
 class Sandbox(Protocol):
     """One isolated working machine. All paths are inside the sandbox unless named ``host_``."""
 
-    async def exec(self, cmd: str, *, timeout: float = 60.0, workdir: str | None = None,
+    async def exec(self, cmd: str, *, timeout: float = 60.0,  # noqa: ASYNC109 (enforced inside) workdir: str | None = None,
                    env: dict[str, str] | None = None) -> ExecResult:
         """Run ``cmd`` with ``bash -lc`` semantics; the timeout kills its whole process group."""
         ...
 
-    async def write_file(self, path: str, content: str | bytes) -> None: ...
+    async def write_file(self, path: str, content: str | bytes) -> None:
+        """Create or replace the file at ``path`` (parent directories made as needed)."""
+        ...
 
-    async def read_file(self, path: str) -> bytes: ...
+    async def read_file(self, path: str) -> bytes:
+        """The file's bytes; raises ``FileNotFoundError`` when it does not exist."""
+        ...
 
     async def copy_in(self, host_path: str, path: str) -> None:
         """Copy a host file or directory tree to ``path`` in the sandbox."""

@@ -152,6 +152,6 @@ async def test_cancelled_cold_start_leaves_no_container(docker_config, docker_cl
     with pytest.raises(asyncio.CancelledError):
         await task
     deadline = time.monotonic() + 30
-    while _ours(docker_client) and time.monotonic() < deadline:
+    while _ours(docker_client) and time.monotonic() < deadline:  # noqa: ASYNC110 - polls the engine
         await asyncio.sleep(0.2)
     assert _ours(docker_client) == []
