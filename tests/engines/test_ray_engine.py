@@ -34,18 +34,20 @@ def make_sokoban():
 class SlowScripted:
     """The scripted expert, slowed down so that a worker can be killed mid-episode."""
 
-    def __init__(self, delay):
-        self.delay = delay
+    def __init__(self, delay, started=None):
+        self.delay, self.started = delay, started
 
     def start(self, prompt, env):
-        return _Slow(env.expert_action, self.delay)
+        return _Slow(env.expert_action, self.delay, self.started)
 
 
 class _Slow:
-    def __init__(self, expert, delay):
-        self.expert, self.delay = expert, delay
+    def __init__(self, expert, delay, started):
+        self.expert, self.delay, self.started = expert, delay, started
 
     async def act(self):
+        if self.started:  # tells the test, across processes, that episodes are under way
+            os.close(os.open(self.started, os.O_CREAT | os.O_WRONLY))
         await asyncio.sleep(self.delay)
         return self.expert(), None
 
@@ -85,14 +87,19 @@ async def test_same_trajectories_as_embedded_engine_envs_built_in_workers(cluste
         await engine.aclose()
 
 
-async def test_killed_env_worker_is_replaced_and_its_episodes_are_errors(cluster):
+async def test_killed_env_worker_is_replaced_and_its_episodes_are_errors(cluster, tmp_path):
     engine = _engine(env_workers=2, episodes_per_call=4)
+    started = tmp_path / "started"
     try:
         victim = engine.env_workers[0]
         run = asyncio.ensure_future(engine.run_groups(
-            make_sokoban, SlowScripted(0.25), range(8), RolloutConfig(), env_id=SOKOBAN))
-        await asyncio.sleep(2.0)  # the workers are mid-episode
-        ray.kill(victim)
+            make_sokoban, SlowScripted(1.0, str(started)), range(8), RolloutConfig(),
+            env_id=SOKOBAN))
+        for _ in range(600):  # wait for the first policy call, however slow the start-up
+            if started.exists():
+                break
+            await asyncio.sleep(0.1)
+        ray.kill(victim)  # its episodes are queued or mid-way through 1 s policy calls
         trajs = await run
         errors = [t for t in trajs if t.status == "error"]
         assert len(trajs) == 8 and 1 <= len(errors) <= 4
