@@ -115,14 +115,21 @@ def rollout(
     model: Annotated[str | None, typer.Option(help="Model name for openai: policies.")] = None,
     temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = 1.0,
     max_tokens: Annotated[int, typer.Option(help="Most tokens per policy call.")] = 256,
-    context: Annotated[str, typer.Option(help="full | window")] = "full",
+    context: Annotated[str, typer.Option(help="full | window | summarize")] = "full",
     history_length: Annotated[int, typer.Option(help="K for --context window.")] = 2,
+    working_tokens: Annotated[int, typer.Option(
+        help="W (tokens) for --context summarize.")] = 2048,
+    max_summaries: Annotated[int, typer.Option(
+        help="S: most summaries per episode for --context summarize.")] = 4,
+    step_timeout: Annotated[float, typer.Option(
+        help="Seconds one step (policy call + env step) may take before the episode "
+             "is recorded as an error.")] = 300.0,
     kw: KwOption = None,
 ) -> None:
     """Run episodes with a policy and write trajectories to JSONL."""
     from rich.progress import Progress
 
-    from agentgym.context import ContextConfig
+    from agentgym.context import ContextConfig, SummarizeConfig
     from agentgym.jsonl import TrajectoryWriter
     from agentgym.policies import SamplingParams, make_agent
     from agentgym.rollout import RolloutConfig, run_groups
@@ -135,12 +142,15 @@ def rollout(
     # Fail fast on a bad id, kwargs or policy, before loading a model or starting episodes.
     probe = agentgym.make(env_id, **kwargs)
     sampling = SamplingParams(temperature=temperature, max_tokens=max_tokens)
-    ctx = ContextConfig(mode=context, history_length=history_length)  # type: ignore[arg-type]
+    ctx = ContextConfig(mode=context, history_length=history_length,  # type: ignore[arg-type]
+                        summarize=SummarizeConfig(working_tokens=working_tokens,
+                                                  max_summaries=max_summaries))
     agent = make_agent(policy, seed=seed, sampling=sampling, context=ctx, model=model)
     if policy in ("random", "scripted"):
         agent.start([], probe)  # e.g. scripted on an env without an expert: fail here
     asyncio.run(probe.aclose())
-    config = RolloutConfig(group_size=group_size, concurrency=concurrency)
+    config = RolloutConfig(group_size=group_size, concurrency=concurrency,
+                           step_timeout=step_timeout)
     seeds = list(range(seed, seed + episodes // group_size))
     with TrajectoryWriter(out) as writer, Progress(console=err, transient=True) as progress:
         task = progress.add_task(f"{env_id} · {policy}", total=episodes)

@@ -58,3 +58,21 @@ def test_import_agentgym_stays_light():
             " 'ray', 'transformers') if m in sys.modules]; print(heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.stdout.strip() == "[]", out.stderr
+
+
+def test_rollout_summarize_context_records_summary_turns(tmp_path, tiny_model_dir):
+    """--context summarize with a small W: LogSearch's long pages force summary turns."""
+    path = tmp_path / "s.jsonl"
+    out = agentgym("rollout", "agentgym/LogSearch-v0", "--policy", f"hf:{tiny_model_dir}",
+                   "--episodes", "1", "--max-tokens", "24", "--context", "summarize",
+                   "--working-tokens", "1024", "--max-summaries", "2", "--step-timeout", "60",
+                   "--kw", "max_turns=12", "--out", str(path))
+    assert out.returncode == 0, out.stderr
+    (traj,) = [json.loads(line) for line in path.read_text().splitlines()]
+    assert traj["status"] != "error", traj["error"]
+    steps = traj["steps"]
+    sizes = [len(s["tokens"]["prompt_ids"]) for s in steps]
+    at = [i for i, s in enumerate(steps) if s.get("summary")]
+    assert at and traj["metrics"]["summaries"] == len(at)
+    assert all(sizes[i + 1] < sizes[i] for i in at if i + 1 < len(steps))  # the window restarts
+    assert max(n for i, n in enumerate(sizes) if i not in at) <= 1024
