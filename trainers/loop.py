@@ -22,7 +22,7 @@ import asyncio
 import copy
 import random
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,7 @@ from agentgym.policies.models import load_model
 from agentgym.rollout import LMAgent, RolloutConfig, run_groups
 from agentgym.trainers import checkpoint
 from agentgym.trainers.advantages import get_estimator
+from agentgym.trainers.async_loop import proximal_logprobs
 from agentgym.trainers.batching import Sample, micro_batches, samples_from_groups
 from agentgym.trainers.config import TrainConfig, save_config
 from agentgym.trainers.loss import ppo_clip_loss, token_logprobs
@@ -239,7 +240,7 @@ def _update(t: Trainer, samples: list[Sample]) -> dict[str, float]:
     if not samples:
         return {"loss": 0.0}
     if cfg.loss.recompute_logprobs:
-        samples = _recompute_old_logprobs(t, samples)
+        samples = proximal_logprobs(t, samples)  # π_old: the weights before this update
     params = [p for p in t.model.parameters() if p.requires_grad]
     stats, norms, losses = [], [], []
     t.model.train()
@@ -286,18 +287,6 @@ def _micro_batch_loss(t: Trainer, mb: Any) -> tuple[torch.Tensor, Any]:
 
 
 @torch.no_grad()
-def _recompute_old_logprobs(t: Trainer, samples: list[Sample]) -> list[Sample]:
-    """π_old from a forward pass of the current weights (before any update of this step)."""
-    out = []
-    temperature = t.config.rollout.temperature
-    for sample in samples:
-        ids = torch.tensor([sample.input_ids], device=t.policy.device)
-        logprobs, _ = token_logprobs(t.model, ids, torch.ones_like(ids), temperature)
-        out.append(replace(sample, completion_logprobs=tuple(
-            logprobs[0, sample.prompt_len - 1:].tolist())))
-    return out
-
-
 async def _evaluate(t: Trainer) -> dict[str, float]:
     """Greedy success rate and mean reward on the held-out seeds, and the eval suite if set."""
     cfg = t.config.env
