@@ -48,10 +48,11 @@ GIT_IDENTITY = {
     "GIT_AUTHOR_DATE": "2000-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2000-01-01T00:00:00Z",
 }
 # ``git diff`` of the working tree with untracked files, through a throwaway index so the
-# agent's own staging is left alone.
+# agent's own staging is left alone. `cp -p` keeps the index's mtime, which git needs to
+# spot "racily clean" files (rewritten within the same timestamp tick as the last commit).
 DIFF_SCRIPT = (
     'tmp=$(mktemp) && trap \'rm -f "$tmp"\' EXIT && '
-    '{ cp .git/index "$tmp" 2>/dev/null || true; } && '
+    '{ cp -p .git/index "$tmp" 2>/dev/null || true; } && '
     'GIT_INDEX_FILE="$tmp" git add -A . >/dev/null 2>&1 && '
     'GIT_INDEX_FILE="$tmp" git diff --cached --binary --no-color --no-ext-diff HEAD'
 )
