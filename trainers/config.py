@@ -41,6 +41,8 @@ class EnvConfig:
     """Held-out tasks evaluated before training and every ``eval_every`` steps (0 = none)."""
     eval_first_seed: int = 1_000_000
     """First held-out seed (kept far from the training seeds)."""
+    eval_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Merged over ``kwargs`` for the held-out evaluation (e.g. ``{split: test}``)."""
 
 
 @dataclass(frozen=True)

@@ -90,7 +90,8 @@ def build(config: TrainConfig, resume: bool = False) -> Trainer:
                           "run, or set run_dir to a new folder")
     if resume and last is None:
         raise ConfigError(f"--resume: no checkpoint in {run_dir}; start the run without --resume")
-    agentgym.make(config.env.id, **config.env.kwargs)  # bad env id/kwargs fail before loading
+    for kwargs in (config.env.kwargs, {**config.env.kwargs, **config.env.eval_kwargs}):
+        agentgym.make(config.env.id, **kwargs)  # bad env id/kwargs fail before loading
     options = dict(config.algorithm.options)
     if config.algorithm.estimator == "hgpo" and config.rollout.context == "window":
         options.setdefault("history_length", config.rollout.history_length)
@@ -218,7 +219,7 @@ async def _train_step(t: Trainer) -> dict[str, float]:
 async def _collect(t: Trainer, seeds: range, group_size: int, temperature: float,
                    seed: int, evaluation: bool = False) -> list[Trajectory]:
     cfg = t.config
-    env_kwargs = dict(cfg.env.kwargs)
+    env_kwargs = {**cfg.env.kwargs, **(cfg.env.eval_kwargs if evaluation else {})}
     if cfg.env.max_turns is not None:
         env_kwargs["max_turns"] = cfg.env.max_turns
     summarize = cfg.rollout.summarize.for_eval() if evaluation else cfg.rollout.summarize

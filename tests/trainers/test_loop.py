@@ -83,6 +83,21 @@ def test_existing_run_needs_resume_and_missing_run_cannot_resume(tmp_path, tiny_
         build(cfg)
 
 
+async def test_held_out_evaluation_uses_eval_kwargs(tmp_path, tiny_dir):
+    from agentgym.trainers.loop import _collect
+
+    t = build(config(tmp_path, tiny_dir, env={
+        "id": "agentgym/Arithmetic-v0", "kwargs": {"split": "train"}, "max_turns": 1,
+        "eval_kwargs": {"split": "test"}}))
+    train_ids = {x.task_id for x in await _collect(t, range(2), 1, 1.0, seed=0)}
+    eval_ids = {x.task_id for x in await _collect(t, range(2), 1, 0.0, seed=0, evaluation=True)}
+    assert train_ids == {"arithmetic-train-0", "arithmetic-train-1"}
+    assert eval_ids == {"arithmetic-test-0", "arithmetic-test-1"}
+    with pytest.raises(ConfigError, match="split must be one of"):  # at build, not mid-run
+        build(config(tmp_path / "bad", tiny_dir, env={
+            "id": "agentgym/Arithmetic-v0", "eval_kwargs": {"split": "dev"}}))
+
+
 def test_config_errors_name_the_fix(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text("optim:\n  lrr: 0.1\n")
