@@ -5,27 +5,18 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from web_oracle import KW, play
 
 import agentgym
 from agentgym import Message, ToolCall
 from agentgym.envs.web import WebShopEnv, WebShopTextEnv, order_reward
 
 pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="session")]
-KW = {"catalog_size": 1000}  # the catalogue tests/envs/web/conftest.py serves
 
 
 def call(name: str, **arguments: object) -> Message:
     return Message("assistant", "", tool_calls=(ToolCall("c0", name, arguments),))
 
-
-async def play(env, seed: int, buy=None):
-    await env.reset(seed=seed)
-    for turn in range(30):
-        result = await env.step(env.expert_action(buy))
-        assert result.valid, result.observation[0].content
-        if result.done:
-            return result, turn + 1
-    raise AssertionError("the oracle did not finish in 30 turns")
 
 
 @pytest.mark.parametrize("split", ["train", "test"])

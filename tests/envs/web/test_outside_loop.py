@@ -12,22 +12,12 @@ import warnings
 import gymnasium
 import pytest
 from gymnasium.utils.env_checker import check_env as gym_check_env
+from web_oracle import KW, play
 
 import agentgym
 from agentgym.envs.web import WebShopEnv
 from agentgym.envs.web.shared import browser_processes
 from agentgym.rollout import run_episode
-
-KW = {"catalog_size": 1000}
-
-
-async def play(env, seed: int):
-    await env.reset(seed=seed)
-    for turn in range(30):
-        result = await env.step(env.expert_action())
-        if result.done:
-            return result, turn + 1
-    raise AssertionError("the oracle did not finish in 30 turns")
 
 
 def test_gymnasium_checker_passes_on_the_text_env() -> None:

@@ -3,24 +3,14 @@
 from __future__ import annotations
 
 import pytest
+from web_oracle import KW, play
 
 import agentgym
 from agentgym import Message, ToolCall
 from agentgym.envs.web import WebShopTextEnv
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
-KW = {"catalog_size": 1000}  # the catalogue tests/envs/web/conftest.py serves
 
-
-async def play(env, seed: int, buy=None, split: str = "train"):
-    """Reset and follow the oracle to the end; returns the last step's result and the count."""
-    await env.reset(seed=seed)
-    for turn in range(30):
-        result = await env.step(env.expert_action(buy))
-        assert result.valid, result.observation[0].content
-        if result.done:
-            return result, turn + 1
-    raise AssertionError("the oracle did not finish in 30 turns")
 
 
 @pytest.mark.parametrize("split", ["train", "test"])
