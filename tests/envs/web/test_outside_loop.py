@@ -20,20 +20,12 @@ from agentgym.envs.web.shared import browser_processes
 from agentgym.rollout import run_episode
 
 
-def test_gymnasium_checker_passes_on_the_text_env() -> None:
-    env = gymnasium.make("agentgym/WebShopText-v0", **KW)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")
-            gym_check_env(env.unwrapped)
-    finally:
-        env.close()
-
-
-@pytest.mark.browser
-@pytest.mark.slow
-def test_gymnasium_checker_passes_on_the_browser_env() -> None:
-    env = gymnasium.make("agentgym/WebShop-v0", **KW)
+@pytest.mark.parametrize("env_id", [
+    "agentgym/WebShopText-v0",
+    pytest.param("agentgym/WebShop-v0", marks=[pytest.mark.browser, pytest.mark.slow]),
+])
+def test_gymnasium_checker_passes(env_id: str) -> None:
+    env = gymnasium.make(env_id, **KW)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error")
