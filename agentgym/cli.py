@@ -105,7 +105,7 @@ async def _play(env_id: str, seed: int, kwargs: dict[str, Any]) -> None:
 def rollout(
     env_id: Annotated[str, typer.Argument(help="A registered env id.")],
     policy: Annotated[str, typer.Option(
-        help="random | scripted | smollm2 | hf:PATH | openai:URL")] = "random",
+        help="random | scripted | expert | smollm2 | hf:PATH | vllm:PATH | openai:URL")] = "random",
     episodes: Annotated[int, typer.Option(help="Episodes in all (tasks × group size).")] = 8,
     group_size: Annotated[int, typer.Option(help="Rollouts per task (same seed).")] = 1,
     seed: Annotated[int, typer.Option(help="First task seed.")] = 0,
@@ -146,7 +146,7 @@ def rollout(
                         summarize=SummarizeConfig(working_tokens=working_tokens,
                                                   max_summaries=max_summaries))
     agent = make_agent(policy, seed=seed, sampling=sampling, context=ctx, model=model)
-    if policy in ("random", "scripted"):
+    if policy in ("random", "scripted", "expert"):
         agent.start([], probe)  # e.g. scripted on an env without an expert: fail here
     asyncio.run(probe.aclose())
     config = RolloutConfig(group_size=group_size, concurrency=concurrency,

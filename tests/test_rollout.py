@@ -63,3 +63,16 @@ async def test_max_steps_truncates_and_outcome_sums_rewards():
     traj = await run_episode(_Endless(), RandomPolicy(0), seed=0, group_id="g",
                              config=RolloutConfig(max_steps=4))
     assert traj.status == "truncated" and len(traj.steps) == 4 and traj.outcome_reward == 2.0
+
+
+async def test_expert_spec_plays_an_awaitable_expert_action():
+    """``expert`` names the scripted agent, which also awaits an async ``expert_action``."""
+    from agentgym.policies import make_agent
+
+    class AsyncExpert:
+        async def expert_action(self) -> Message:
+            return Message("assistant", "42")
+
+    episode = make_agent("expert").start([], AsyncExpert())
+    action, tokens = await episode.act()
+    assert action.content == "42" and tokens is None

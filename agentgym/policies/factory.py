@@ -1,9 +1,9 @@
 """Build an agent from a command-line policy spec.
 
-Specs: ``random``, ``scripted`` (model-free); ``smollm2`` (the embedded model) or
-``hf:PATH`` (a local Hugging Face model) on the transformers backend; ``vllm:PATH`` (the
-same on an in-process vLLM engine, GPU only); ``openai:URL`` (any OpenAI-compatible server;
-name the model with ``model``).
+Specs: ``random``, ``scripted`` or ``expert`` (model-free; the env's own expert);
+``smollm2`` (the embedded model) or ``hf:PATH`` (a local Hugging Face model) on the
+transformers backend; ``vllm:PATH`` (the same on an in-process vLLM engine, GPU only);
+``openai:URL`` (any OpenAI-compatible server; name the model with ``model``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from agentgym.policies.simple import RandomPolicy, ScriptedPolicy
 if TYPE_CHECKING:  # agentgym.context imports this package
     from agentgym.context import ContextConfig
 
-SPECS = ("random", "scripted", "smollm2", "hf:PATH", "vllm:PATH", "openai:URL")
+SPECS = ("random", "scripted", "expert", "smollm2", "hf:PATH", "vllm:PATH", "openai:URL")
 
 
 def make_policy_backend(spec: str, *, model: str | None = None, device: str = "cpu") -> Policy:
@@ -48,7 +48,7 @@ def make_agent(spec: str, *, seed: int | None = None, sampling: SamplingParams |
 
     if spec == "random":
         return RandomPolicy(seed)
-    if spec == "scripted":
+    if spec in ("scripted", "expert"):
         return ScriptedPolicy()
     backend = make_policy_backend(spec, model=model, device=device)
     return LMAgent(backend, context or ContextConfig(), sampling or SamplingParams(seed=seed))

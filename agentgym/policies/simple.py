@@ -6,6 +6,7 @@ episode object with ``act()`` and ``observe(observation)``.
 
 from __future__ import annotations
 
+import inspect
 import string
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -68,7 +69,11 @@ class RandomPolicy:
 
 
 class ScriptedPolicy:
-    """Plays the env's own expert: ``env.expert_action()`` (an optional env method)."""
+    """Plays the env's own expert: ``env.expert_action()`` (an optional env method).
+
+    The method returns the next action as a ``Message``, or an awaitable of one. The
+    policy specs ``scripted`` and ``expert`` both name this agent.
+    """
 
     def start(self, prompt: Sequence[Message], env: Env) -> _Episode:
         """An episode following the env's expert."""
@@ -87,7 +92,10 @@ class _Episode:
         self.next_action = next_action
 
     async def act(self) -> tuple[Message, StepTokens | None]:
-        return self.next_action(), None
+        action = self.next_action()
+        if inspect.isawaitable(action):  # an expert that must query a browser or engine
+            action = await action
+        return action, None
 
     def observe(self, observation: Sequence[Message]) -> None:
         pass
