@@ -19,9 +19,10 @@ episode timeout) end that episode as a ``status="error"`` trajectory and the oth
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
@@ -36,6 +37,8 @@ from agentgym.context import (
 from agentgym.env import Env
 from agentgym.policies.base import Completion, Policy, SamplingParams
 from agentgym.types import Message, Step, StepResult, StepTokens, Trajectory
+
+logger = logging.getLogger(__name__)
 
 
 class AgentEpisode(Protocol):
@@ -89,12 +92,37 @@ class RolloutConfig:
     """Seconds one policy call or one env step may take before the episode is an error."""
     episode_timeout: float | None = 1800.0
     """Seconds an episode may take before it is ended as an error."""
+    close_timeout: float = 30.0
+    """Seconds ``env.aclose()`` may take; a close that fails or hangs is logged and counted
+    in the trajectory's ``metrics["close_failed"]``, never propagated."""
 
     def __post_init__(self) -> None:
         for name in ("group_size", "concurrency", "max_steps"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
+        if not self.close_timeout > 0:
+            raise ValueError(f"close_timeout must be > 0 seconds, got {self.close_timeout!r}")
+
+
+class StepTimeoutError(TimeoutError):
+    """A policy call or an env step ran past ``RolloutConfig.step_timeout``."""
+
+
+async def _within(seconds: float | None, what: str, awaitable: Awaitable[object]) -> object:
+    """Await ``awaitable`` under the step timeout, naming what ran past it.
+
+    A ``TimeoutError`` raised by the awaited call itself (a backend's own HTTP timeout) is
+    passed on unchanged, so the trajectory's error blames the right limit.
+    """
+    limit = asyncio.timeout(seconds)  # asyncio.timeout(None) means no limit
+    try:
+        async with limit:
+            return await awaitable
+    except TimeoutError:
+        if limit.expired():
+            raise StepTimeoutError(f"{what} ran past the step timeout ({seconds} s)") from None
+        raise
 
 
 @dataclass
@@ -184,11 +212,11 @@ async def run_episode(env: Env, agent: Agent, *, seed: int | None, group_id: str
     prompt: tuple[Message, ...] = ()
     steps: list[Step] = []
     status, metrics = "truncated", dict[str, float]()
-    step_limit = asyncio.timeout  # asyncio.timeout(None) means no limit
+    episode_limit = asyncio.timeout(config.episode_timeout)
+    step_s = config.step_timeout
     try:
-        async with asyncio.timeout(config.episode_timeout):
-            async with step_limit(config.step_timeout):
-                observation, info = await env.reset(seed=seed)
+        async with episode_limit:
+            observation, info = await _within(step_s, "env.reset()", env.reset(seed=seed))
             task_id = str(info.get("task_id", task_id))
             prompt = tuple(observation)
             episode, key = agent.start(prompt, env), info.get("state_key")
@@ -200,13 +228,11 @@ async def run_episode(env: Env, agent: Agent, *, seed: int | None, group_id: str
                     metrics.update(overlong=1.0, stopped_by_max_calls=1.0)
                     break
                 try:
-                    async with step_limit(config.step_timeout):
-                        action, tokens = await episode.act()
+                    action, tokens = await _within(step_s, "the policy call", episode.act())
                 except ContextLimitExceeded as exc:
                     metrics.update(truncated_by_context=1.0, context_tokens=float(exc.tokens))
                     break
-                async with step_limit(config.step_timeout):
-                    result = await env.step(action)
+                result = await _within(step_s, "env.step()", env.step(action))
                 steps.append(Step(len(steps), action, result, tokens, key, result.valid))
                 key = result.info.get("state_key")
                 if result.done:
@@ -214,8 +240,8 @@ async def run_episode(env: Env, agent: Agent, *, seed: int | None, group_id: str
                     break
                 episode.observe(result.observation)
                 if max_calls is not None and len(steps) < max_calls:
-                    async with step_limit(config.step_timeout):
-                        turn, stop = await _summarize(episode, len(steps))
+                    turn, stop = await _within(step_s, "the summary call",
+                                               _summarize(episode, len(steps)))
                     steps += turn
                     if stop:
                         metrics.update(stop)
@@ -223,9 +249,8 @@ async def run_episode(env: Env, agent: Agent, *, seed: int | None, group_id: str
             if max_calls is not None:
                 metrics["summaries"] = float(sum(s.summary for s in steps))
     except Exception as exc:  # an infrastructure fault: counted, never scored
-        if isinstance(exc, TimeoutError):
-            exc = TimeoutError(f"a step or the episode ran past its timeout (step "
-                               f"{config.step_timeout} s, episode {config.episode_timeout} s)")
+        if isinstance(exc, TimeoutError) and episode_limit.expired():
+            exc = TimeoutError(f"the episode ran past its timeout ({config.episode_timeout} s)")
         return Trajectory(traj_id, task_id, group_id, prompt, tuple(steps), status="error",
                           error=f"{type(exc).__name__}: {exc}", env_id=env_id, seed=seed,
                           tools=tuple(env.tools), metrics={"wall_s": time.perf_counter() - start})
@@ -261,10 +286,39 @@ async def _summarize(episode: AgentEpisode, index: int) -> tuple[list[Step], dic
     return [Step(index, turn.action, result, turn.tokens, None, turn.valid, summary=True)], {}
 
 
-async def run_groups(make_env: Callable[[], Env], agent: Agent, seeds: Sequence[int],
+async def close_env(env: Env, seconds: float) -> str | None:
+    """Close ``env`` within ``seconds``; the failure as text, or None when it closed.
+
+    A close that raises or hangs must not lose the episodes that already finished, nor hold
+    up the batch: it is cancelled after ``seconds`` (and left behind if it ignores that),
+    logged, and reported to the caller to count.
+    """
+    task = asyncio.ensure_future(env.aclose())
+    done, _ = await asyncio.wait({task}, timeout=seconds)
+    if not done:
+        task.cancel()
+        await asyncio.wait({task}, timeout=1.0)  # a close that ignores the cancel is left
+        failure = f"aclose() did not finish within {seconds:g} s"
+    elif task.cancelled():
+        failure = "aclose() was cancelled"
+    elif task.exception() is not None:
+        exc = task.exception()
+        failure = f"aclose() raised {type(exc).__name__}: {exc}"
+    else:
+        return None
+    logger.warning("closing %s failed: %s", type(env).__name__, failure)
+    return failure
+
+
+async def run_groups(make_env: Callable[[], Env], agent: Agent, seeds: Iterable[int],
                      config: RolloutConfig = RolloutConfig(), *, env_id: str | None = None,
                      on_done: Callable[[Trajectory], None] | None = None) -> list[Trajectory]:
     """Run ``config.group_size`` episodes for each seed, each in a fresh env.
+
+    Work is taken lazily from ``seeds`` by ``config.concurrency`` workers, so a long (or
+    lazy, e.g. ``range``) seed list costs no memory up front. Each env is closed within
+    ``config.close_timeout``; a close that fails or hangs is logged and counted in the
+    trajectory's ``metrics["close_failed"]``, never raised over finished episodes.
 
     Args:
         make_env: Builds one env per episode (closed after it, whatever happens).
@@ -277,26 +331,33 @@ async def run_groups(make_env: Callable[[], Env], agent: Agent, seeds: Sequence[
     Returns:
         The trajectories, ordered by seed then rollout index.
     """
-    gate = asyncio.Semaphore(config.concurrency)
-
     async def one(seed: int, group_id: str) -> Trajectory:
-        async with gate:
+        try:
+            env = make_env()
+        except Exception as exc:  # e.g. a sandbox that could not start
+            traj = Trajectory(uuid.uuid4().hex, f"seed-{seed}", group_id, (),
+                              status="error", error=f"{type(exc).__name__}: {exc}",
+                              env_id=env_id, seed=seed)
+        else:
             try:
-                env = make_env()
-            except Exception as exc:  # e.g. a sandbox that could not start
-                traj = Trajectory(uuid.uuid4().hex, f"seed-{seed}", group_id, (),
-                                  status="error", error=f"{type(exc).__name__}: {exc}",
-                                  env_id=env_id, seed=seed)
-            else:
-                try:
-                    traj = await run_episode(env, agent, seed=seed, group_id=group_id,
-                                             config=config, env_id=env_id)
-                finally:
-                    await env.aclose()
+                traj = await run_episode(env, agent, seed=seed, group_id=group_id,
+                                         config=config, env_id=env_id)
+            finally:
+                failure = await asyncio.shield(close_env(env, config.close_timeout))
+            if failure is not None:
+                traj = replace(traj, metrics={**traj.metrics, "close_failed": 1.0})
         if on_done is not None:
             on_done(traj)
         return traj
 
-    jobs = [one(seed, f"{env_id or 'env'}:{seed}") for seed in seeds
-            for _ in range(config.group_size)]
-    return list(await asyncio.gather(*jobs))
+    # One shared iterator: each (seed, rollout) is taken by exactly one worker.
+    work = enumerate((seed, f"{env_id or 'env'}:{seed}") for seed in seeds
+                     for _ in range(config.group_size))
+    results: dict[int, Trajectory] = {}
+
+    async def worker() -> None:
+        for n, (seed, group_id) in work:
+            results[n] = await one(seed, group_id)
+
+    await asyncio.gather(*(worker() for _ in range(config.concurrency)))
+    return [results[n] for n in range(len(results))]
