@@ -127,10 +127,15 @@ class LocalSandbox:
         cwd = self.host_path(workdir or self.workdir)
         if not cwd.is_dir():
             return ExecResult(1, "", f"bash: cd: {workdir}: No such file or directory\n")
-        proc = await asyncio.create_subprocess_exec(
+        create = asyncio.ensure_future(asyncio.create_subprocess_exec(
             "bash", "--noprofile", "--norc", "-c", cmd, cwd=cwd, env=self._env(env),
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE, start_new_session=True, preexec_fn=self._set_limits)
+            stderr=asyncio.subprocess.PIPE, start_new_session=True, preexec_fn=self._set_limits))
+        try:
+            proc = await asyncio.shield(create)
+        except asyncio.CancelledError:
+            await self._kill_created(create)
+            raise
         self._groups.add(proc.pid)
         assert proc.stdout is not None and proc.stderr is not None
         readers = [asyncio.ensure_future(self._read_capped(s)) for s in (proc.stdout,
@@ -158,6 +163,20 @@ class LocalSandbox:
         return ExecResult(-1 if timed_out else proc.returncode or 0,
                           out.decode("utf-8", "replace"), err.decode("utf-8", "replace"),
                           timed_out=timed_out, truncated=cut_out or cut_err)
+
+    async def _kill_created(self, create: asyncio.Future[asyncio.subprocess.Process]) -> None:
+        """Kill the process group of a command cancelled while asyncio was starting it.
+
+        The process exists before asyncio has connected its pipes; cancelling the start
+        would kill only ``bash`` and then wait for the pipes, which a background child keeps
+        open. So the start is let finish (it takes milliseconds), then the group dies.
+        """
+        await asyncio.wait({create}, timeout=10)  # not cancelled by a second cancel
+        if not create.done() or create.cancelled() or create.exception() is not None:
+            return
+        proc = create.result()
+        self._kill_group(proc.pid)
+        await asyncio.shield(_reap(proc))
 
     async def _read_capped(self, stream: asyncio.StreamReader) -> tuple[bytes, bool]:
         kept, cut = bytearray(), False

@@ -108,9 +108,10 @@ async def test_aclose_kills_running_commands_and_is_idempotent():
         if (box.root / "testbed" / "bg.pid").exists():
             break
     child = int((box.root / "testbed" / "bg.pid").read_text())
-    task.cancel()  # cancellation of the call takes its processes down
+    task.cancel()  # cancellation of the call takes its processes down, promptly
     with pytest.raises(asyncio.CancelledError):
-        await task
+        async with asyncio.timeout(5):
+            await task
     await asyncio.sleep(0.2)
     assert not _alive(child)
     root = box.root
@@ -119,3 +120,39 @@ async def test_aclose_kills_running_commands_and_is_idempotent():
     assert not root.exists()
     with pytest.raises(SandboxError):
         await box.exec("true")
+
+
+async def test_cancel_while_the_pipes_connect_kills_the_whole_group():
+    """Cancelled while asyncio is still connecting the pipes (the process already runs)."""
+    loop = asyncio.get_running_loop()
+    connect = loop.connect_read_pipe
+
+    async def slow_connect(*args, **kwargs):  # widen the window the race needs
+        await asyncio.sleep(0.6)
+        return await connect(*args, **kwargs)
+
+    box = LocalSandbox()
+    loop.connect_read_pipe = slow_connect
+    try:
+        task = asyncio.create_task(box.exec("sleep 300 & echo $! > bg.pid; wait", timeout=600))
+        pid_file = box.root / "testbed" / "bg.pid"
+        for _ in range(100):
+            await asyncio.sleep(0.02)
+            if pid_file.exists() and pid_file.read_text().strip():
+                break
+        child = int(pid_file.read_text())
+        assert not task.done()  # still starting: the pipes are not connected yet
+        task.cancel()
+        started = time.perf_counter()
+        with pytest.raises(asyncio.CancelledError):
+            async with asyncio.timeout(5):
+                await task
+        assert time.perf_counter() - started < 3  # not until the background child ends
+    finally:
+        del loop.connect_read_pipe
+        await box.aclose()
+    for _ in range(50):
+        if not _alive(child):
+            break
+        await asyncio.sleep(0.05)
+    assert not _alive(child)
