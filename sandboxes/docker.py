@@ -278,7 +278,29 @@ class DockerSandbox:
             finally:
                 _close_hijacked(sock)
             code = api.exec_inspect(ex["Id"])["ExitCode"]
+            if code is None or code >= 128:
+                self._raise_if_dead(code)
         return (code if code is not None else -1), bytes(bufs[1]), bytes(bufs[2]), cut
+
+    def _raise_if_dead(self, code: int | None) -> None:
+        """Raise SandboxError when a command ended because its container died.
+
+        A command killed by a signal (137 = SIGKILL) or without an exit code is the agent's
+        business (its own ``kill``, the OOM killer) only while the container runs; when the
+        container died under it, the exit code, the cut-off output and any "missing" file
+        stand for an infrastructure fault and must not be scored. The engine may record the
+        container's end a moment after the exec stream closes, hence the short re-checks.
+        """
+        for attempt in range(4):
+            state = self._client.api.inspect_container(self.container_id)["State"]
+            if not state.get("Running") or state.get("Restarting") or state.get("Dead"):
+                raise SandboxError(
+                    f"container {str(self.container_id)[:12]}: the sandbox container is gone "
+                    f"or stopped (status {state.get('Status')!r}, OOMKilled "
+                    f"{state.get('OOMKilled')}) while a command ran (exit code {code}); the "
+                    "command's result is not the agent's doing")
+            if attempt < 3:
+                time.sleep(0.05 * (attempt + 1))
 
     def _kill_group(self, pidfile: str) -> None:
         # Same uid as the command (root has no CAP_KILL in here); -1 = every process we may
