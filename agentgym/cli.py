@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import sys
 from pathlib import Path
@@ -14,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 import agentgym
-from agentgym.errors import AgentGymError
+from agentgym.errors import AgentGymError, SchemaError
 
 app = typer.Typer(help="Train and evaluate LLM agents in multi-turn environments.",
                   no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
@@ -31,7 +32,13 @@ def _kwargs(pairs: list[str] | None) -> dict[str, Any]:
         key, sep, value = pair.partition("=")
         if not sep or not key:
             raise typer.BadParameter(f"expected key=value, got {pair!r}", param_hint="--kw")
-        out[key.strip()] = yaml.safe_load(value)
+        try:
+            out[key.strip()] = yaml.safe_load(value)
+        except yaml.YAMLError as exc:
+            raise typer.BadParameter(
+                f"the value of {pair!r} is not valid YAML ({getattr(exc, 'problem', exc)}); "
+                "quote it as a string (key='text') or close its brackets",
+                param_hint="--kw") from None
     return out
 
 
@@ -151,7 +158,7 @@ def rollout(
     asyncio.run(probe.aclose())
     config = RolloutConfig(group_size=group_size, concurrency=concurrency,
                            step_timeout=step_timeout)
-    seeds = list(range(seed, seed + episodes // group_size))
+    seeds = range(seed, seed + episodes // group_size)  # lazy: run_groups takes as it goes
     with TrajectoryWriter(out) as writer, Progress(console=err, transient=True) as progress:
         task = progress.add_task(f"{env_id} · {policy}", total=episodes)
 
@@ -254,7 +261,11 @@ def advantages(
         if not sep or not key.strip():
             raise typer.BadParameter(f"expected key=value, got {pair!r}", param_hint="--set")
         pairs[key.strip()] = value.strip()
+    from agentgym.jsonl import json_lines
+
     estimate = get_estimator(estimator, **parse_options(options_class(estimator), pairs))
+    for _ in json_lines(trajectories):  # binary, too deep, NaN, huge numbers: one clear error
+        pass
     groups = load_minimal(trajectories)
     if rewards != "none":
         from agentgym.trainers.rewards import SWERewardConfig, rescore_groups, swe_components
@@ -267,6 +278,9 @@ def advantages(
             raise typer.BadParameter(str(exc), param_hint="--reward-set") from exc
         groups = rescore_groups(groups, swe_components(reward_cfg), rewards)
     for line in advantages_jsonl(groups, estimate):
+        if "NaN" in line or "Infinity" in line:  # not JSON: refuse rather than print it
+            raise SchemaError(f"{trajectories}: the estimator produced a non-finite advantage "
+                              f"({line[:200]}); expected finite rewards in every group")
         sys.stdout.write(line + "\n")
 
 
@@ -343,12 +357,45 @@ app.add_typer(sandbox_app, name="sandbox")
 
 
 def main() -> None:
-    """Console-script entry point: caller mistakes print one clear line, not a traceback."""
+    """Console-script entry point: caller mistakes print one clear line, not a traceback.
+
+    Besides agentgym's own errors, the mistakes any command can meet while reading its inputs
+    (a missing or unreadable file, a file that is not UTF-8, broken YAML, input nested deeper
+    than the parser's stack) end the same way. ``AGENTGYM_TRACEBACK=1`` shows the traceback.
+    """
     try:
         app()
-    except AgentGymError as exc:
-        err.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+    except Exception as exc:
+        message = _caller_mistake(exc)
+        if message is None or os.environ.get("AGENTGYM_TRACEBACK") == "1":
+            raise
+        err.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True, markup=True)
         sys.exit(2)
+
+
+def _caller_mistake(exc: Exception) -> str | None:
+    """The one-line message for an error caused by the command's inputs, else None (a bug)."""
+    from rich.markup import escape
+
+    if isinstance(exc, AgentGymError):
+        text = str(exc)
+    elif isinstance(exc, yaml.YAMLError):
+        from agentgym.files import yaml_error_message
+
+        text = yaml_error_message(exc)
+    elif isinstance(exc, FileNotFoundError | IsADirectoryError | NotADirectoryError
+                    | PermissionError):
+        name = f" {exc.filename!r}" if exc.filename else ""
+        text = (f"{exc.strerror or exc}:{name}; check the path" if exc.filename else
+                f"{exc}; check the path")
+    elif isinstance(exc, UnicodeDecodeError):
+        text = (f"an input is not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset "
+                f"{exc.start}); expected a UTF-8 text file (JSONL or YAML), not a binary one")
+    elif isinstance(exc, RecursionError):
+        text = "an input is nested too deeply to read; expected JSON/YAML under 1,000 levels"
+    else:
+        return None
+    return escape(text)
 
 
 if __name__ == "__main__":

@@ -362,6 +362,10 @@ class Trajectory:
                 "an error trajectory is unscorable: its outcome_reward must be None, got "
                 f"{self.outcome_reward!r}"
             )
+        if self.outcome_reward is not None and not math.isfinite(float(self.outcome_reward)):
+            raise ValueError(f"outcome_reward must be a finite float or None, got "
+                             f"{self.outcome_reward!r}; an unscorable episode is "
+                             "status='error' with outcome_reward=None")
 
     @property
     def scorable(self) -> bool:
@@ -441,11 +445,18 @@ class Trajectory:
 
     @classmethod
     def from_json(cls, line: str) -> Trajectory:
-        """Parse one JSONL line."""
+        """Parse one JSONL line.
+
+        Raises:
+            SchemaError: The line is not JSON, is nested too deeply, holds a number too long
+                to read or a NaN/Infinity, or does not match the schema.
+        """
+        from agentgym.jsonl import loads_strict  # jsonl imports this module
+
         try:
-            data = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise SchemaError(f"not a JSON trajectory line: {exc}") from exc
+            data = loads_strict(line)
+        except SchemaError as exc:
+            raise SchemaError(f"not a JSON trajectory line: {exc}") from None
         return cls.from_dict(data)
 
 

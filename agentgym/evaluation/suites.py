@@ -19,12 +19,16 @@ from typing import Any
 import yaml
 
 from agentgym.errors import ConfigError, did_you_mean
+from agentgym.files import yaml_error_message
 
 _ENTRY_KEYS = {"env", "name", "split", "tasks", "seed", "seeds", "rollouts", "kwargs",
                "max_turns"}
 _SUITE_KEYS = {"name", "version", "description", "requires", "entries", "includes",
                "local_only", "exclude"}
 REQUIREMENTS = ("docker", "browser", "network", "gpu")
+MAX_EPISODES_PER_ENTRY = 1_000_000
+"""Most tasks x rollouts one entry may ask for: the eval's work list is built up front, and
+an absurd count would exhaust memory before the first episode (split it into entries)."""
 
 
 @dataclass(frozen=True)
@@ -143,6 +147,7 @@ class Suite:
 
                 own = e.max_turns or agentgym.spec(e.env).max_turns
                 turns = min(max_turns, own) if own else max_turns
+            _check_size(len(seeds), n, f"suite {self.name!r}, entry {e.name!r}")
             entries.append(SuiteEntry(e.env, e.name, seeds, n, e.split, e.kwargs, turns, e.suite))
         return Suite(self.name, self.version, tuple(entries), self.description, self.requires,
                      self.includes, self.local_only, self.exclude, self.source)
@@ -214,7 +219,10 @@ def load_suite_file(path: Path) -> Suite:
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+        raise ConfigError(yaml_error_message(exc, path)) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at "
+                          f"offset {exc.start}); expected a suite YAML file") from None
     return parse_suite(data, str(path))
 
 
@@ -269,10 +277,12 @@ def _entry(data: Any, where: str, tag: str) -> SuiteEntry:
         if not _is_int(first):
             raise ConfigError(f"{where}: `seed` (the first task seed) must be an int, got "
                               f"{first!r}")
+        _check_size(tasks, 1, where)  # before the seeds are built
         seeds = tuple(range(first, first + tasks))
     rollouts = data.get("rollouts", 1)
     if not _is_int(rollouts) or rollouts < 1:
         raise ConfigError(f"{where}: `rollouts` must be a positive integer, got {rollouts!r}")
+    _check_size(len(seeds), rollouts, where)
     kwargs = data.get("kwargs") or {}
     if not isinstance(kwargs, Mapping):
         raise ConfigError(f"{where}: `kwargs` must be a mapping, got {kwargs!r}")
@@ -282,6 +292,16 @@ def _entry(data: Any, where: str, tag: str) -> SuiteEntry:
     split = data.get("split")
     return SuiteEntry(env, str(data.get("name") or env), seeds, rollouts,
                       None if split is None else str(split), dict(kwargs), max_turns, tag)
+
+
+def _check_size(tasks: int, rollouts: int, where: str) -> None:
+    """Refuse an entry whose work list would not fit in memory (see MAX_EPISODES_PER_ENTRY)."""
+    if tasks * rollouts > MAX_EPISODES_PER_ENTRY:
+        raise ConfigError(
+            f"{where}: {tasks:,} tasks x {rollouts:,} rollouts = {tasks * rollouts:,} episodes; "
+            f"expected at most {MAX_EPISODES_PER_ENTRY:,} per entry. Lower `tasks`, "
+            "`rollouts` or -k, or split the work into several entries (each with its own "
+            "`seed`)")
 
 
 def _checked(entry: SuiteEntry) -> SuiteEntry:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from agentgym.evaluation.viewer_page import PAGE
+from agentgym.files import atomic_write, refuse_overwrite
 from agentgym.trainers.metrics import succeeded
 from agentgym.types import Trajectory
 
@@ -39,7 +40,7 @@ def _advantages(lines: Iterable[str]) -> dict[str, list[float]]:
     for line in lines:
         try:
             data = json.loads(line)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # not JSON, too deep, a number too long
             continue
         if isinstance(data, dict) and "advantages" in data and "id" in data:
             out[str(data["id"])] = [float(a) for a in data["advantages"]]
@@ -138,9 +139,7 @@ def write_viewer(path: str | os.PathLike[str], out: str | os.PathLike[str] | Non
     Example:
         >>> write_viewer("runs/rollout.jsonl", "runs/rollout.html")  # doctest: +SKIP
     """
-    episodes, notes = load_episodes(path, advantages, limit)
     target = Path(out) if out is not None else Path(path).with_suffix(".html")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(render(episodes, f"agentgym · {Path(path).name}", notes),
-                      encoding="utf-8")
-    return target
+    refuse_overwrite(target, [path, advantages], "--out")  # e.g. `view X -o X`
+    episodes, notes = load_episodes(path, advantages, limit)
+    return atomic_write(target, render(episodes, f"agentgym · {Path(path).name}", notes))
