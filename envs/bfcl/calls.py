@@ -1,0 +1,79 @@
+"""Reading the model's reply: tool calls, and what is wrong with them.
+
+Shared by the single- and multi-turn envs. Nothing here scores: a malformed call is an agent
+mistake (``valid=False``), and BFCL's checkers decide the reward.
+"""
+
+from __future__ import annotations
+
+import keyword
+from collections.abc import Mapping
+from typing import Any
+
+import jsonschema
+
+from agentgym.envs.bfcl.scoring import is_json_value
+from agentgym.errors import did_you_mean
+from agentgym.parsing import parse_tool_calls
+from agentgym.types import Message, ToolCall, ToolSpec
+
+
+def question_messages(turn: list[Mapping[str, Any]]) -> list[Message]:
+    """BFCL's messages of one turn as agentgym messages."""
+    return [Message(m["role"] if m["role"] in ("system", "user", "assistant") else "user",
+                    str(m.get("content") or "")) for m in turn]
+
+
+def read_calls(action: Message) -> tuple[tuple[ToolCall, ...], tuple[str, ...]]:
+    """The reply's tool calls (structured, else parsed from its text) and parse errors."""
+    if action.tool_calls:
+        return action.tool_calls, ()
+    parsed = parse_tool_calls(action.content)
+    return parsed.calls, parsed.errors
+
+
+def call_problems(call: ToolCall, tools: Mapping[str, ToolSpec]) -> str | None:
+    """Why a call is malformed for its tool (unknown name, bad arguments), or None."""
+    spec = tools.get(call.name)
+    if spec is None:
+        return (f"unknown function {call.name!r}{did_you_mean(str(call.name), tools) or ''}; "
+                f"available: {sorted(tools)}")
+    if not isinstance(call.arguments, Mapping):
+        return f"the arguments of {call.name} must be a JSON object"
+    if not is_json_value(call.arguments):
+        return f"the arguments of {call.name} must be plain JSON values"
+    known = set(spec.parameters.get("properties", {}))
+    extra = sorted(set(call.arguments) - known)
+    if extra:
+        return f"{call.name} has no parameter {extra[0]!r}; its parameters: {sorted(known)}"
+    try:
+        error = jsonschema.exceptions.best_match(
+            jsonschema.Draft202012Validator(_types_only(spec.parameters)).iter_errors(
+                dict(call.arguments)))
+    except Exception as exc:  # a schema BFCL writes that jsonschema cannot read
+        return f"could not check the arguments of {call.name}: {exc}"
+    return None if error is None else f"bad arguments for {call.name}: {error.message}"
+
+
+def _types_only(schema: Any) -> Any:
+    """The schema without ``enum`` lists.
+
+    BFCL's checker compares values with the ground truth, not with a doc's enum (which, in
+    some entries, leaves out the accepted answer).
+    """
+    if isinstance(schema, Mapping):
+        return {k: _types_only(v) for k, v in schema.items() if k != "enum"}
+    if isinstance(schema, list):
+        return [_types_only(v) for v in schema]
+    return schema
+
+
+def is_safe(arguments: Any) -> bool:
+    """Whether BFCL's call string for these arguments is a plain literal call.
+
+    BFCL's executor ``eval``s ``name(param=repr(value),...)``; with identifier parameter names
+    and JSON values that string can do nothing but call the named method.
+    """
+    return (isinstance(arguments, Mapping) and is_json_value(arguments)
+            and all(isinstance(k, str) and k.isidentifier() and not keyword.iskeyword(k)
+                    for k in arguments))

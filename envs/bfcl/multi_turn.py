@@ -1,0 +1,221 @@
+"""BFCL multi-turn categories: live API instances, user turns in order, BFCL's checkers.
+
+Registered as ``bfcl/MultiTurn-v0`` (``category=`` picks ``multi_turn_base``,
+``multi_turn_miss_func``, ``multi_turn_miss_param`` or ``multi_turn_long_context``). An
+episode follows BFCL's function-calling inference loop:
+
+- reset instantiates the entry's API classes (file system, messaging, trading, travel, ...)
+  from its ``initial_config`` through BFCL's executor, and shows the first user turn;
+- a reply with tool calls runs them, in order, against the live instances; each result (or
+  BFCL's ``Error during execution: ...`` text) comes back as a tool message;
+- a reply without tool calls ends the current user turn; the next turn's user message
+  follows. In ``multi_turn_miss_func`` the held-out functions join the tools at the turn BFCL
+  names, with BFCL's message "I have updated some more functions you can choose from. What
+  about now?";
+- more than 20 tool-calling replies in one turn end the episode as BFCL's force-quit does
+  (reward 0.0, ``info["bfcl"]["error_type"] = "multi_turn:force_terminated"``).
+
+At the end of each user turn BFCL's ``multi_turn_checker`` (state and response checks) runs
+on the turns so far; its verdict is ``info["turn_passed"]`` and the list so far
+``info["turn_results"]``. The reward, on the last step, is the checker's verdict on all turns
+(1.0 or 0.0); earlier steps are not scored (``None``).
+
+Calls are executed the way BFCL executes them, with two guards: a call whose name is no
+method of the entry's API classes, whose parameter names are not identifiers, or whose
+values are not JSON data is answered with an error and not executed (BFCL would ``eval`` it;
+these guards keep Python builtins out of reach). A call to a class method that is not among
+the current tools (a held-out function before its turn) runs, as in BFCL, but is marked
+``valid=False``, as are wrong-type arguments and replies with no call.
+
+``state_key``: a hash of the turn index and the instances' public state (what BFCL's state
+checker compares), so revisited states share a key within a group.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from agentgym.env import BaseEnv
+from agentgym.envs.bfcl import scoring
+from agentgym.envs.bfcl.calls import call_problems, is_safe, question_messages, read_calls
+from agentgym.envs.bfcl.data import SPLITS, BFCLTask, bfcl_version, get_task
+from agentgym.envs.bfcl.data import category as find_category
+from agentgym.errors import ConfigError
+from agentgym.types import Message, StepResult, ToolSpec
+
+MAX_STEPS_PER_TURN = 20
+"""BFCL's ``MAXIMUM_STEP_LIMIT``: more tool-calling replies than this in a turn fail the entry."""
+ADDED_FUNCTIONS_PROMPT = ("I have updated some more functions you can choose from. "
+                          "What about now?")
+"""BFCL's ``DEFAULT_USER_PROMPT_FOR_ADDITIONAL_FUNCTION_FC``."""
+
+
+class BFCLMultiTurnEnv(BaseEnv):
+    """One BFCL multi-turn category; see the module docstring.
+
+    Args:
+        category: ``multi_turn_base``, ``multi_turn_miss_func``, ``multi_turn_miss_param`` or
+            ``multi_turn_long_context``.
+        split: ``"all"`` (every entry, file order), or the fixed ``"train"``/``"test"``
+            partition by id hash.
+
+    Raises:
+        ConfigError: Unknown category (with the closest names), a single-turn category, or
+            an unknown split.
+    """
+
+    def __init__(self, category: str = "multi_turn_base",
+                 split: Literal["all", "train", "test"] = "all") -> None:
+        super().__init__()
+        self.category = find_category(category, multi_turn=True)
+        if split not in SPLITS:
+            raise ConfigError(f"split must be one of {SPLITS}, got {split!r}")
+        self.split = split
+        self.task: BFCLTask | None = None
+        self.tools: tuple[ToolSpec, ...] = ()
+        self._executor: scoring.Executor | None = None
+        self._turn = 0
+        self._steps_in_turn = 0
+        self._turns: list[list[list[str]]] = []  # per turn, per step: executed call strings
+        self._results: list[bool] = []
+        self._expert_sent = False
+        self._final = scoring.Verdict(False)
+
+    # -- episode -------------------------------------------------------------------------
+    async def _reset(self, seed: int | None, options: Mapping[str, Any]
+                     ) -> tuple[list[Message], dict[str, Any]]:
+        task_id = options.get("task_id")
+        index = seed if seed is not None else int(self.np_random.integers(1 << 30))
+        self.task = get_task(self.category.name, self.split, index=index,
+                             task_id=None if task_id is None else str(task_id))
+        self._drop_executor()
+        self._executor = scoring.Executor(self.task)
+        self._functions = list(self.task.entry["function"])
+        self.tools = scoring.tool_specs(self._functions)
+        self._turn, self._steps_in_turn, self._turns, self._results = 0, 0, [[]], []
+        self._expert_sent = False
+        return self._turn_messages(0), {**self._info(), "turns": self.n_turns}
+
+    @property
+    def n_turns(self) -> int:
+        """Number of user turns in the current entry."""
+        return len(self.task.entry["question"]) if self.task is not None else 0
+
+    def _info(self) -> dict[str, Any]:
+        assert self.task is not None
+        return {"task_id": self.task.id, "category": self.category.name,
+                "bfcl_version": bfcl_version(), "turn": self._turn}
+
+    def _turn_messages(self, turn: int) -> list[Message]:
+        """The user messages of ``turn``, adding held-out functions first where BFCL does."""
+        assert self.task is not None
+        held_out = self.task.entry.get("missed_function", {}).get(str(turn))
+        if held_out:
+            self._functions.extend(held_out)
+            self.tools = scoring.tool_specs(self._functions)
+            return [Message("user", ADDED_FUNCTIONS_PROMPT)]
+        return question_messages(self.task.entry["question"][turn])
+
+    def state_key(self) -> str | None:
+        """Hash of the turn index and the API instances' public state."""
+        if self._executor is None:
+            return None
+        state = json.dumps([self._turn, self._executor.state()], sort_keys=True, default=str)
+        return hashlib.sha1(state.encode()).hexdigest()[:16]
+
+    async def _step(self, action: Message) -> StepResult:
+        assert self.task is not None and self._executor is not None
+        calls, errors = read_calls(action)
+        if not calls:  # BFCL: no decodable call ends the turn
+            note = errors[0] if errors else "no function call: the turn ends"
+            return self._end_turn(note)
+        tools = {t.name: t for t in self.tools}
+        messages, runnable, problems = [], [], []
+        for call in calls:
+            problem = call_problems(call, tools)
+            name = str(call.name)
+            if name not in self._executor.methods or not is_safe(call.arguments):
+                text = (f"Error during execution: name {name!r} is not defined"
+                        if name not in self._executor.methods else
+                        f"Error during execution: {problem or 'arguments are not plain JSON'}")
+                messages.append(Message("tool", text, tool_call_id=call.id, name=name))
+                problems.append(problem or text)
+                continue
+            if problem:
+                problems.append(problem)
+            runnable.append((call, scoring.call_string(name, call.arguments)))
+        results = self._executor.run([s for _, s in runnable]) if runnable else []
+        by_id = {c.id: r for (c, _), r in zip(runnable, results, strict=True)}
+        executed = [s for _, s in runnable]
+        if executed:
+            self._turns[-1].append(executed)
+        # answer every call in the order the model made them
+        refused = {m.tool_call_id: m for m in messages}
+        observation = [refused.get(c.id) or Message("tool", str(by_id.get(c.id, "")),
+                                                    tool_call_id=c.id, name=str(c.name))
+                       for c in calls]
+        if errors:
+            observation.append(Message("user", "error: " + "; ".join(errors)))
+            problems += list(errors)
+        self._steps_in_turn += 1
+        info = {**self._info(), "valid": not problems, "executed": executed}
+        if problems:
+            info["problems"] = problems[:3]
+        if self._steps_in_turn > MAX_STEPS_PER_TURN:
+            verdict = scoring.Verdict(False, "multi_turn:force_terminated",
+                                      f"more than {MAX_STEPS_PER_TURN} steps in turn "
+                                      f"{self._turn}")
+            return StepResult(tuple(observation), 0.0, terminated=True,
+                              info={**info, "success": False, "bfcl": verdict.to_info(),
+                                    "turn_results": self._results})
+        return StepResult(tuple(observation), None, info=info)
+
+    def _end_turn(self, note: str) -> StepResult:
+        assert self._executor is not None
+        passed = self._check()
+        info = {**self._info(), "valid": False, "turn_end": True, "turn_passed": passed,
+                "turn_results": list(self._results), "problems": [note]}
+        self._turn += 1
+        self._steps_in_turn, self._expert_sent = 0, False
+        if self._turn >= self.n_turns:
+            verdict = self._final
+            return StepResult((Message("user", "The conversation is over."),),
+                              float(verdict.passed), terminated=True,
+                              info={**info, "turn": self._turn - 1, "success": verdict.passed,
+                                    "bfcl": verdict.to_info()})
+        self._turns.append([])
+        return StepResult(tuple(self._turn_messages(self._turn)), None, info=info)
+
+    def _check(self) -> bool:
+        """BFCL's checker on the turns so far (once a turn fails, every later check fails)."""
+        assert self._executor is not None
+        if self._results and not self._results[-1]:
+            self._results.append(False)
+            return False
+        self._final = self._executor.check(self._turns)
+        self._results.append(self._final.passed)
+        return self._final.passed
+
+    def expert_action(self) -> Message:
+        """BFCL's ground-truth calls of the current turn, then a reply that ends the turn."""
+        assert self.task is not None and self._executor is not None, "reset() first"
+        gold = self.task.ground_truth[self._turn]
+        if self._expert_sent or not gold:
+            self._expert_sent = False
+            return Message("assistant", "Done." if gold else
+                           "I cannot do that with the functions I have.")
+        self._expert_sent = True
+        return Message("assistant", "", tool_calls=tuple(
+            self._executor.gold_call(c, f"call_{i}") for i, c in enumerate(gold)))
+
+    def _drop_executor(self) -> None:
+        if self._executor is not None:
+            self._executor.close()
+            self._executor = None
+
+    async def _close(self) -> None:
+        self._drop_executor()
+
