@@ -455,8 +455,8 @@ def _arguments(raw: object) -> dict[str, Any] | None:
     if isinstance(raw, str):
         try:
             raw = json.loads(raw)
-        except ValueError:
-            return None
+        except (ValueError, RecursionError):  # also too deep or a number too long: the
+            return None  # model's mistake, which the env's parser reports
     return dict(raw) if isinstance(raw, Mapping) else None
 
 

@@ -25,6 +25,13 @@ from agentgym.errors import ConfigError
 from agentgym.types import Message, StepResult
 
 _NUMBER = re.compile(r"-?\d+")
+
+
+def _canonical(number: str) -> str:
+    """An integer literal as ``str(int(number))`` would write it, for any length."""
+    sign, digits = ("-", number[1:]) if number.startswith("-") else ("", number)
+    digits = digits.lstrip("0") or "0"
+    return "0" if digits == "0" else sign + digits
 _OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul}
 SPLITS = ("train", "test")
 
@@ -69,11 +76,14 @@ class MentalMathEnv(BaseEnv):
         numbers = _NUMBER.findall(action.content)
         if not numbers:
             return self._miss("Your reply has no number.", valid=False)
-        if int(numbers[-1]) == self.answer:
+        # Compared as text: int() of a reply's 5,000-digit number would raise (Python's
+        # digit limit), and no answer here is that long.
+        if _canonical(numbers[-1]) == str(self.answer):
             reward = 1.0 if self.misses == 0 else 0.5
             return StepResult((Message("user", "Correct."),), reward, terminated=True,
                               info={"valid": True, "success": True})
-        return self._miss(f"{numbers[-1]} is not right.", valid=True)
+        shown = numbers[-1] if len(numbers[-1]) <= 40 else numbers[-1][:40] + "…"
+        return self._miss(f"{shown} is not right.", valid=True)
 
     def _miss(self, why: str, valid: bool) -> StepResult:
         self.misses += 1

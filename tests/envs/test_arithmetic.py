@@ -103,3 +103,14 @@ def test_turn_limit_truncates():
 
     r = asyncio.run(main())
     assert r.truncated and not r.terminated
+
+
+async def test_mental_math_reads_a_5000_digit_reply_as_a_wrong_answer():
+    env = agentgym.make("agentgym/MentalMath-v0")
+    await env.reset(seed=0)
+    result = await env.step(Message("assistant", "9" * 5000))  # int() would raise here
+    assert result.valid and result.reward == 0.0 and len(result.observation[0].content) < 200
+    await env.reset(seed=0)
+    answer = env.unwrapped.answer if hasattr(env, "unwrapped") else env.env.env.answer
+    result = await env.step(Message("assistant", f"it is 000{answer}"))
+    assert result.reward == 1.0
