@@ -70,3 +70,13 @@ register("bfcl/SingleTurn-v0", "agentgym.envs.bfcl:BFCLSingleTurnEnv",
 register("bfcl/MultiTurn-v0", "agentgym.envs.bfcl:BFCLMultiTurnEnv",
          description="BFCL multi-turn function calling on BFCL's API classes and checkers.",
          max_observation_chars=None)  # BFCL shows results whole (long_context tests that)
+register("scienceworld/ScienceWorld-v0", "agentgym.envs.scienceworld:ScienceWorldEnv",
+         description="ScienceWorld's 30 science task types (task=..., split=...), scored by it.",
+         max_turns=100)
+for _game, _name in (("coin", "CoinCollector"), ("cookingworld", "CookingWorld"),
+                     ("twc", "TWC"), ("mapreader", "MapReader"), ("arithmetic", "Arithmetic"),
+                     ("sorting", "Sorting"), ("simonsays", "SimonSays"),
+                     ("peckingorder", "PeckingOrder")):
+    register(f"twx/{_name}-v0", "agentgym.envs.textworld_express:TextWorldExpressEnv",
+             game=_game, description=f"TextWorldExpress {_game} (game_params=..., split=...).",
+             max_turns=100)

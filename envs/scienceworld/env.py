@@ -1,0 +1,276 @@
+"""ScienceWorld (Wang et al. 2022) as an agentgym env: 30 science task types in a text world.
+
+The simulator, its tasks, variations, scoring and gold paths all come from the installed
+``scienceworld`` package (its bundled jar, run in a pooled JVM, see :mod:`agentgym.envs.jvm`).
+
+- **Tasks.** ``task=None`` covers every task type: seed ``s`` plays task type ``s % 30`` on
+  variation ``(s // 30) % n`` of the split (``n`` variations). ``task="boil"`` (a task name,
+  a task id such as ``"1-1"`` or the paper's name) fixes the type; seed ``s`` then plays
+  variation ``s % n``. ``options={"task": ..., "variation": ...}`` picks one exactly.
+- **Splits** are the benchmark's own variation splits: ``train``, ``dev``, ``test``.
+- **Actions** are free text, one command a turn (``open door to kitchen``), read by
+  :func:`~agentgym.envs.text_commands.parse_command`. A command the engine does not know
+  comes back with its own message and ``valid=False``; an empty reply costs no move.
+- **Reward** is the benchmark's score change this turn (score points, 0 to 100); the
+  episode terminates when the benchmark says it is complete: score 100 (``success``) or a
+  failure state (score below 0, e.g. focusing on the wrong object). The turn limit
+  (100 turns) truncates.
+- **Info** on every step: ``valid``, ``score``, ``success``, ``moves``, ``valid_actions`` (the
+  benchmark's valid action-object combinations, unless ``valid_actions_in_info=False``),
+  ``benchmark`` (the package version). ``state_key`` = room + a digest of the room's full
+  description and the inventory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import re
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from agentgym.env import BaseEnv
+from agentgym.errors import ConfigError, EnvStateError, did_you_mean
+from agentgym.types import Message, StepResult
+
+from ..jvm import EngineFault, Lease
+from ..text_commands import parse_command
+from . import engine as sw
+
+Split = Literal["train", "dev", "test"]
+SPLITS = ("train", "dev", "test")
+UNKNOWN_COMMAND = "No known action matches that input."
+
+INSTRUCTIONS = """\
+You are an agent in ScienceWorld, a simulated world of rooms, objects, substances, living \
+things and devices. Complete the task below by typing one command per reply, for example \
+<action>look around</action> or <action>open door to kitchen</action>. Commands have these \
+forms (OBJ is an object you can see): {templates}. When the game asks you to pick among \
+numbered options, reply with the number. Focus (`focus on OBJ`) only on what the task asks \
+you to focus on: focusing on the wrong thing ends the task as a failure."""
+
+_ROOM = re.compile(r"This (?:room|area|outside location) is called the ([^.]+)\.")
+_VARIATION_SPLITS: dict[str, dict[str, list[int]]] = {}
+
+
+class ScienceWorldEnv(BaseEnv):
+    """One ScienceWorld episode at a time, on a simulator in a shared JVM.
+
+    Args:
+        task: A task type (name such as ``"boil"``, id such as ``"1-1"``), or None for all 30.
+        split: The benchmark's variation split: ``train``, ``dev`` or ``test``.
+        simplifications: The benchmark's simplification string, e.g. ``"easy"`` or
+            ``"openDoors,teleportAction"`` (empty: none, as in the paper's main results).
+        valid_actions_in_info: Put the valid action list (hundreds of strings) in each info.
+
+    Raises:
+        ConfigError: an unknown task or split (with the closest names), or no Java runtime.
+        MissingExtraError: the ``scienceworld`` package is not installed.
+
+    Example:
+        >>> import asyncio
+        >>> from agentgym import Message
+        >>> async def first_move():
+        ...     env = ScienceWorldEnv(task="boil", split="dev")
+        ...     _, info = await env.reset(seed=0)
+        ...     result = await env.step(Message("assistant", "<action>look around</action>"))
+        ...     await env.aclose()
+        ...     return info["task_id"], result.info["valid"]
+        >>> asyncio.run(first_move())
+        ('scienceworld-boil-dev-14', True)
+    """
+
+    def __init__(self, task: str | None = None, split: Split = "train",
+                 simplifications: str = "", valid_actions_in_info: bool = True) -> None:
+        super().__init__()
+        self.task = None if task is None else resolve_task(task)
+        if split not in SPLITS:
+            raise ConfigError(f"split must be one of {list(SPLITS)}, got {split!r}"
+                              f"{did_you_mean(str(split), SPLITS)}")
+        self.split = split
+        self.simplifications = simplifications
+        self.valid_actions_in_info = valid_actions_in_info
+        self._lease: Lease | None = None
+        self._engine: Any = None
+        self._info: dict[str, Any] = {}  # the package's last info (look, inv, score, valid)
+        self._episode: tuple[str, int] | None = None
+        self._gold: list[str] | None = None
+        self._commands: list[str] = []  # what the engine was sent this episode
+
+    # -- episode ---------------------------------------------------------------------
+    async def _reset(self, seed: int | None, options: Mapping[str, Any],
+                     ) -> tuple[list[Message], dict[str, Any]]:
+        unknown = sorted(set(options) - {"task", "variation"})
+        if unknown:
+            raise ConfigError(f"expected reset options among ['task', 'variation'], got "
+                              f"{unknown}; pass e.g. options={{'task': 'boil', 'variation': 3}}")
+        if seed is None:  # draw one, so task_id names an episode reset(seed=...) rebuilds
+            seed = int(self.np_random.integers(2**31))
+        task = resolve_task(options["task"]) if "task" in options else self.task
+        index = seed
+        if task is None:
+            names = sw.task_names()
+            task, index = names[seed % len(names)], seed // len(names)
+        engine = await self._ensure_engine()
+        variations = await asyncio.to_thread(_split_variations, engine, task, self.split)
+        variation = int(options.get("variation", variations[index % len(variations)]))
+        await self._load(task, variation, gold=False)
+        self._episode = (task, variation)
+        description = self._info.get("taskDesc", "").strip()
+        templates = ", ".join(await self._call(engine.get_possible_actions))
+        text = (f"{INSTRUCTIONS.format(templates=templates)}\n\n{description}\n\n"
+                f"{self._observation.strip()}")
+        info = {"task_id": f"scienceworld-{task}-{self.split}-{variation}", "task": task,
+                "variation": variation, "split": self.split, "benchmark": sw.version()}
+        return [Message("user", text)], info
+
+    async def _step(self, action: Message) -> StepResult:
+        command = parse_command(action.content)
+        if not command:
+            text = ("Your reply held no command. Reply with one command, e.g. "
+                    "<action>look around</action>.")
+            return StepResult((Message("user", text),), 0.0, terminated=False,
+                              info=self._step_info(valid=False, success=False))
+        self._commands.append(command)
+        try:
+            observation, reward, completed, info = await self._call(self._engine.step, command)
+        except _JavaError as exc:  # the engine choked on this input: the agent's mistake
+            text = f"The command {command!r} could not be carried out ({_first_line(exc)})."
+            return StepResult((Message("user", text),), 0.0, terminated=False,
+                              info=self._step_info(valid=False, success=False))
+        self._info = info
+        valid = observation.strip() != UNKNOWN_COMMAND
+        success = info["score"] >= 100
+        return StepResult((Message("user", observation.strip()),), float(reward),
+                          terminated=bool(completed), truncated=False,
+                          info=self._step_info(valid=valid, success=success))
+
+    def state_key(self) -> str | None:
+        """Room name + digest of the room's description and the inventory (None before reset)."""
+        if not self._info:
+            return None
+        look, inventory = self._info.get("look", ""), self._info.get("inv", "")
+        room = _ROOM.search(look)
+        digest = hashlib.sha1(f"{look}\n{inventory}".encode()).hexdigest()[:16]
+        return f"{room.group(1) if room else '?'}|{digest}"
+
+    def render(self) -> str:
+        """The task, the current room, the inventory and the score, as text."""
+        if not self._info:
+            return "ScienceWorld: not reset yet"
+        return "\n\n".join([self._info.get("taskDesc", "").strip(),
+                            self._info.get("look", "").strip(),
+                            self._info.get("inv", "").strip(),
+                            f"Score: {self._info.get('score', 0)}"])
+
+    async def expert_action(self) -> Message:
+        """The next command of the benchmark's gold action sequence for this episode.
+
+        The gold path is generated by the engine on first use (a reload of the same
+        variation, so it is only available before the first move or while on the path).
+
+        Raises:
+            EnvStateError: before reset, after the episode left the gold path, or past its end.
+        """
+        if self._episode is None:
+            raise EnvStateError("ScienceWorldEnv.expert_action() before reset(); call "
+                                "`await env.reset(seed=...)` first")
+        if self._gold is None:
+            if self._commands:
+                raise EnvStateError("ScienceWorldEnv.expert_action(): the gold path is made "
+                                    "at the episode's start; ask for it before the first move")
+            await self._load(*self._episode, gold=True)
+            self._gold = list(await self._call(self._engine.get_gold_action_sequence))
+        done = len(self._commands)
+        if self._commands != self._gold[:done]:
+            raise EnvStateError("ScienceWorldEnv.expert_action(): the episode left the gold "
+                                f"path at move {done}; the gold sequence only replays from "
+                                "the start")
+        if done >= len(self._gold):
+            raise EnvStateError("ScienceWorldEnv.expert_action(): the gold sequence is "
+                                "exhausted but the episode has not ended")
+        return Message("assistant", self._gold[done])
+
+    async def _close(self) -> None:
+        if self._lease is not None:
+            engine, lease = self._engine, self._lease
+            self._engine = self._lease = None
+            engine.close()
+            sw.pool().release(lease, engine.server)
+
+    # -- helpers ---------------------------------------------------------------------
+    @property
+    def _observation(self) -> str:
+        return self._info.get("look", "")
+
+    async def _ensure_engine(self) -> Any:
+        if self._engine is None:
+            sw.package()
+            self._lease = await asyncio.to_thread(sw.pool().lease)
+            self._engine = await self._call(sw.make_engine, self._lease)
+        return self._engine
+
+    async def _load(self, task: str, variation: int, gold: bool) -> None:
+        engine = await self._ensure_engine()
+        try:
+            await self._call(engine.load, task, variation, self.simplifications, gold)
+        except ValueError as exc:  # the package's own check of the simplification string
+            raise ConfigError(f"ScienceWorld rejected the episode settings: {exc}") from None
+        _, self._info = await self._call(engine.reset)
+        self._commands, self._gold = [], None
+
+    def _step_info(self, *, valid: bool, success: bool) -> dict[str, Any]:
+        info: dict[str, Any] = {"valid": valid, "success": success,
+                                "score": self._info.get("score", 0),
+                                "moves": self._info.get("moves", 0), "benchmark": sw.version()}
+        if self.valid_actions_in_info:
+            info["valid_actions"] = list(self._info.get("valid", ()))
+        return info
+
+    async def _call(self, fn: Any, *args: Any) -> Any:
+        """Run one blocking engine call in a worker thread; a lost JVM is an EngineFault."""
+        try:
+            return await asyncio.to_thread(fn, *args)
+        except _JavaError:
+            raise
+        except _Py4JError as exc:
+            raise EngineFault(f"the ScienceWorld JVM failed: {exc!r}") from exc
+
+
+def resolve_task(task: str) -> str:
+    """The benchmark's task name for a name, id or paper name; ConfigError when unknown."""
+    sw.package()
+    from scienceworld.utils import infer_task
+
+    names = sw.task_names()
+    name = infer_task(str(task))
+    if name not in names:
+        raise ConfigError(f"unknown ScienceWorld task {task!r}; expected one of {names}"
+                          f"{did_you_mean(str(task), names)}")
+    return name
+
+
+def _split_variations(engine: Any, task: str, split: str) -> list[int]:
+    """The benchmark's variation ids of ``task`` in ``split`` (queried once per process)."""
+    if task not in _VARIATION_SPLITS:
+        engine.load(task, 0, "", False)  # the split lists are read from a loaded task
+        _VARIATION_SPLITS[task] = {"train": list(engine.get_variations_train()),
+                                   "dev": list(engine.get_variations_dev()),
+                                   "test": list(engine.get_variations_test())}
+    return _VARIATION_SPLITS[task][split]
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [ln for ln in str(exc).splitlines() if ln.strip() and not ln.startswith("An error")]
+    return lines[0].strip(": ") if lines else type(exc).__name__
+
+
+try:  # py4j comes with the benchmark package; without it no engine call is ever made
+    from py4j.protocol import Py4JError as _Py4JError
+    from py4j.protocol import Py4JJavaError as _JavaError
+except ImportError:  # pragma: no cover
+    class _Py4JError(Exception):  # type: ignore[no-redef]
+        pass
+
+    class _JavaError(Exception):  # type: ignore[no-redef]
+        pass
