@@ -44,13 +44,19 @@ def _kwargs(pairs: list[str] | None) -> dict[str, Any]:
 
 @app.command()
 def envs() -> None:
-    """List the registered envs."""
-    table = Table(title="agentgym envs")
+    """List the registered envs and what each needs (Docker, a browser, Java, pip extras)."""
+    from rich.markup import escape
+
+    table = Table(title="agentgym envs", caption=escape(
+        "needs: system parts, and pip extras as agentgym[NAME] (pip install 'agentgym[NAME]')"))
     table.add_column("id", style="bold cyan")
     table.add_column("max turns", justify="right")
+    table.add_column("needs")
     table.add_column("description")
     for env_id, spec in agentgym.registry.items():
-        table.add_row(env_id, str(spec.max_turns or "-"), spec.description)
+        needs = [*spec.system_requirements, *(f"agentgym[{e}]" for e in spec.extras)]
+        table.add_row(env_id, str(spec.max_turns or "-"), escape(", ".join(needs) or "-"),
+                      escape(spec.description))
     console.print(table)
 
 
@@ -347,13 +353,17 @@ from agentgym.evaluation.cli import register_commands  # noqa: E402  (eval, comp
 
 register_commands(app)
 
-from agentgym.progress_cli import app as progress_app  # noqa: E402  (SPA's estimator)
+from agentgym.trainers.progress_cli import app as progress_app  # noqa: E402  (SPA's estimator)
 
 app.add_typer(progress_app, name="progress")
 
 from agentgym.sandboxes.image import app as sandbox_app  # noqa: E402  (docker imported lazily)
 
 app.add_typer(sandbox_app, name="sandbox")
+
+from agentgym.envs.swe.mining.cli import app as swe_app  # noqa: E402  (docker imported lazily)
+
+app.add_typer(swe_app, name="swe")
 
 
 def main() -> None:

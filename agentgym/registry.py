@@ -25,6 +25,16 @@ ENTRY_POINT_GROUP = "agentgym.envs"
 # The namespace allows what Gymnasium's registry does too (no dots), so every id registers there.
 ID_PATTERN = re.compile(r"^(?:(?P<ns>[\w-]+)/)?(?P<name>[\w.:-]+?)-v(?P<version>\d+)$")
 DEFAULT_MAX_OBSERVATION_CHARS = 16_000
+SYSTEM_REQUIREMENTS = {
+    "docker": "a running Docker engine (agentgym sandbox engine starts a private one)",
+    "browser": "Chromium for Playwright (apt-get install chromium)",
+    "java": "a Java runtime, 11 or newer (apt-get install default-jre-headless)",
+    "gpu": "a CUDA GPU",
+    "network": "access to the internet",
+}
+"""What an env may need beyond Python packages, as named in ``register(requires=...)``."""
+EXTRA_PREFIX = "extra:"
+"""``requires`` entries of the form ``extra:NAME`` name a pip extra: agentgym[NAME]."""
 
 
 @dataclass(frozen=True)
@@ -38,6 +48,9 @@ class EnvSpec:
         description: One line shown by ``agentgym envs``.
         max_turns: When set, ``make`` wraps the env in ``MaxTurns``.
         max_observation_chars: ``make`` wraps the env in ``ObservationCap`` with this cap.
+        requires: What the env needs beyond agentgym's core: system parts
+            (:data:`SYSTEM_REQUIREMENTS`: ``docker``, ``browser``, ``java``, ``gpu``,
+            ``network``) and pip extras as ``extra:NAME``; shown by ``agentgym envs``.
     """
 
     id: str
@@ -46,6 +59,17 @@ class EnvSpec:
     description: str = ""
     max_turns: int | None = None
     max_observation_chars: int | None = DEFAULT_MAX_OBSERVATION_CHARS
+    requires: tuple[str, ...] = ()
+
+    @property
+    def extras(self) -> tuple[str, ...]:
+        """The pip extras the env needs (``pip install 'agentgym[NAME]'``)."""
+        return tuple(r[len(EXTRA_PREFIX):] for r in self.requires if r.startswith(EXTRA_PREFIX))
+
+    @property
+    def system_requirements(self) -> tuple[str, ...]:
+        """The system parts the env needs (``docker``, ``browser``, ``java``, ...)."""
+        return tuple(r for r in self.requires if not r.startswith(EXTRA_PREFIX))
 
     @property
     def namespace(self) -> str | None:
@@ -116,6 +140,23 @@ class EnvSpec:
         return env
 
 
+def _check_requires(env_id: str, requires: Any) -> tuple[str, ...]:
+    if isinstance(requires, str) or not all(isinstance(r, str) for r in requires):
+        raise RegistrationError(f"requires for {env_id!r} must be a list of strings, got "
+                                f"{requires!r}; for example requires=('docker', 'extra:swe')")
+    for r in requires:
+        if r.startswith(EXTRA_PREFIX):
+            if not re.fullmatch(r"[a-z0-9][a-z0-9_-]*", r[len(EXTRA_PREFIX):]):
+                raise RegistrationError(f"requires for {env_id!r}: {r!r} names no pip extra; "
+                                        "expected 'extra:NAME', e.g. 'extra:web'")
+        elif r not in SYSTEM_REQUIREMENTS:
+            raise RegistrationError(
+                f"requires for {env_id!r}: unknown requirement {r!r}; expected one of "
+                f"{sorted(SYSTEM_REQUIREMENTS)} or 'extra:NAME'"
+                f"{did_you_mean(r, SYSTEM_REQUIREMENTS)}")
+    return tuple(requires)
+
+
 def _parse_id(env_id: str) -> tuple[str | None, str, int]:
     match = ID_PATTERN.match(env_id) if isinstance(env_id, str) else None
     if match is None:
@@ -154,6 +195,12 @@ class _Registry(Mapping[str, EnvSpec]):
             self._loading = False
 
     def add(self, spec: EnvSpec) -> None:
+        old = self._specs.get(spec.id)
+        if old is not None and old.entry_point != spec.entry_point:
+            # Two packages claiming one id is almost always a mistake; the later one wins.
+            warnings.warn(f"env id {spec.id!r} registered again: {spec.entry_point!r} replaces "
+                          f"{old.entry_point!r}; bump the version (-vN) for a different env",
+                          stacklevel=3)
         self._specs[spec.id] = spec
 
     def __getitem__(self, env_id: str) -> EnvSpec:
@@ -199,6 +246,7 @@ def register(
     description: str = "",
     max_turns: int | None = None,
     max_observation_chars: int | None = DEFAULT_MAX_OBSERVATION_CHARS,
+    requires: tuple[str, ...] | list[str] = (),
     **kwargs: Any,
 ) -> EnvSpec:
     """Register an env under a versioned id (also in Gymnasium's registry).
@@ -209,6 +257,9 @@ def register(
         description: One line for ``agentgym envs``.
         max_turns: Truncate episodes after this many steps.
         max_observation_chars: Cap each observation message at this many characters.
+        requires: What the env needs beyond the core: ``docker``, ``browser``, ``java``,
+            ``gpu``, ``network`` and pip extras as ``extra:NAME`` (``agentgym envs`` shows
+            them; tests pick the envs they can run by them).
         **kwargs: Default keyword arguments for the entry point.
 
     Returns:
@@ -226,7 +277,8 @@ def register(
         raise RegistrationError(
             f"entry_point for {id!r} must be a callable or 'module:attr', got {entry_point!r}"
         )
-    spec = EnvSpec(id, entry_point, dict(kwargs), description, max_turns, max_observation_chars)
+    spec = EnvSpec(id, entry_point, dict(kwargs), description, max_turns, max_observation_chars,
+                   _check_requires(id, requires))
     registry.add(spec)
     from agentgym.gym_bridge import register_in_gymnasium
 
