@@ -40,24 +40,28 @@ register(
     "agentgym.envs.retrieval:MultiHopSearchEnv",
     description="Multi-hop questions over a generated encyclopedia with BM25 search/open tools.",
     max_turns=10,
+    requires=("extra:tools",),
 )
 register(
     "agentgym/MCPInventory-v0",
     "agentgym.envs.mcp:InventoryEnv",
     description="Inventory questions answered with the tools of a real MCP server (stdio).",
     max_turns=10,
+    requires=("extra:tools",),
 )
 register(
     "agentgym/WebShop-v0",
     "agentgym.envs.web:WebShopEnv",
     description="Buy the product a task describes on a local shop site, in real Chromium.",
     max_turns=20,
+    requires=("browser", "extra:web"),
 )
 register(
     "agentgym/WebShopText-v0",
     "agentgym.envs.web:WebShopTextEnv",
     description="The WebShop-v0 shop as text pages over HTTP (no browser); same tasks/rewards.",
     max_turns=20,
+    requires=("extra:web",),
 )
 register(
     "agentgym/LogSearch-v0",
