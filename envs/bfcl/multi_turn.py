@@ -44,7 +44,7 @@ from agentgym.envs.bfcl.calls import call_problems, is_safe, question_messages, 
 from agentgym.envs.bfcl.data import SPLITS, BFCLTask, bfcl_version, get_task
 from agentgym.envs.bfcl.data import category as find_category
 from agentgym.errors import ConfigError
-from agentgym.types import Message, StepResult, ToolSpec
+from agentgym.types import Message, StepResult, ToolCall, ToolSpec
 
 MAX_STEPS_PER_TURN = 20
 """BFCL's ``MAXIMUM_STEP_LIMIT``: more tool-calling replies than this in a turn fail the entry."""
@@ -199,6 +199,12 @@ class BFCLMultiTurnEnv(BaseEnv):
         self._results.append(self._final.passed)
         return self._final.passed
 
+    def ground_truth_calls(self) -> list[list[ToolCall]]:
+        """BFCL's ground truth of the current entry: per turn, its calls as tool calls."""
+        assert self.task is not None and self._executor is not None, "reset() first"
+        return [[self._executor.gold_call(c, f"call_{i}") for i, c in enumerate(turn)]
+                for turn in self.task.ground_truth]
+
     def expert_action(self) -> Message:
         """BFCL's ground-truth calls of the current turn, then a reply that ends the turn."""
         assert self.task is not None and self._executor is not None, "reset() first"
@@ -208,8 +214,7 @@ class BFCLMultiTurnEnv(BaseEnv):
             return Message("assistant", "Done." if gold else
                            "I cannot do that with the functions I have.")
         self._expert_sent = True
-        return Message("assistant", "", tool_calls=tuple(
-            self._executor.gold_call(c, f"call_{i}") for i, c in enumerate(gold)))
+        return Message("assistant", "", tool_calls=tuple(self.ground_truth_calls()[self._turn]))
 
     def _drop_executor(self) -> None:
         if self._executor is not None:

@@ -5,6 +5,7 @@ import asyncio
 import agentgym
 from agentgym.envs.bfcl import MULTI_TURN
 
+
 def env_id(category):
     return "bfcl/MultiTurn-v0" if category in MULTI_TURN else "bfcl/SingleTurn-v0"
 

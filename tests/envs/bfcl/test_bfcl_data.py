@@ -1,9 +1,8 @@
 import pytest
+from bfcl_helpers import make, run
 
 from agentgym.envs.bfcl import CATEGORIES, MULTI_TURN, SINGLE_TURN, data, task_ids
 from agentgym.errors import ConfigError
-
-from bfcl_helpers import make, run
 
 
 def test_categories_cover_the_issue_list():
