@@ -15,6 +15,21 @@ common to a batch (system prompt, tools) once. The KV cache has room reserved fo
 answers, so a step writes in place; a finished row leaves the batch and the cache at once.
 Weight updates wait for the batch in progress, so a completion comes from one version.
 
+**Prefix cache across calls.** A :class:`~agentgym.policies.kv_cache.PrefixStore` keeps the
+keys and values of the shared prefix and of every finished row's prompt + completion, so a
+later prompt that starts the same way (the next turn of a ``full``-context episode, another
+task with the same system prompt and tools) runs only its new tokens: prefill over an
+episode grows as O(T), not O(T²). The store is emptied when the weights change; greedy
+outputs are the same with and without it (tested). ``prefix_cache_mb=0`` turns it off.
+
+**Stopping.** A request whose caller is cancelled (a step timeout, Ctrl-C) leaves the batch
+at the next decoded token, and a batch with no caller left stops, so no decoding outlives
+its callers; :meth:`TransformersPolicy.aclose` stops the batch in progress the same way.
+
+**Threads.** On CPU, torch's intra-op threads are capped at the CPUs this process may use
+(its affinity and cgroup quota, :func:`machine_threads`): more threads than cores only
+contend.
+
 **Token conventions** (the trainer relies on them):
 
 - Prompt ids: ``request.prompt_ids`` when given, else ``render_prompt(...)`` tokenized with
@@ -39,7 +54,10 @@ Weight updates wait for the batch in progress, so a completion comes from one ve
 from __future__ import annotations
 
 import asyncio
+import math
+import os
 import threading
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -55,11 +73,16 @@ try:
     import torch
     from transformers import DynamicCache
     from transformers.cache_utils import DynamicLayer
+
+    from agentgym.policies.kv_cache import GrowingLayer, PrefixStore
+    from agentgym.policies.sampling import completion_logprobs, sample_next
 except ImportError as exc:  # this module is imported only when the backend is used
     raise MissingExtraError(exc.name or "torch", "train", "The transformers backend") from exc
 
+__all__ = ["GenerationStats", "PolicyClosedError", "TransformersPolicy", "completion_logprobs",
+           "machine_threads", "sample_next"]
+
 _STOP_WINDOW_EXTRA = 8  # tokens decoded beyond the longest stop string when checking stops
-_TOP_P_CANDIDATES = 256  # top_p looks at the 256 likeliest tokens first, sorts all if short
 _MIN_SHARED_PREFIX = 8  # shorter common prefixes are not worth an extra forward pass
 
 
@@ -79,6 +102,10 @@ class GenerationStats:
     """Model calls, prefills included."""
     prefill_tokens: int = 0
     """Prompt tokens run through the model (shared prefixes and repeated prompts count once)."""
+    cached_tokens: int = 0
+    """Prompt tokens taken from the prefix cache or the batch's shared prefix, not run."""
+    prefill_s: float = 0.0
+    """Seconds spent in prefills."""
     completion_tokens: int = 0
     """Tokens sampled."""
     largest_batch: int = 0
@@ -92,6 +119,8 @@ class _Job:
     prompt_ids: tuple[int, ...]
     params: SamplingParams
     future: asyncio.Future[Completion]
+    cancelled: bool = False
+    """Set (from the event loop) when the caller gave up: the decoder drops the row."""
 
 
 @dataclass
@@ -107,47 +136,6 @@ class _Row:
     finish: FinishReason | None = None
 
 
-class _GrowingLayer(DynamicLayer):
-    """A KV cache layer with room reserved ahead, so a decode step writes in place.
-
-    ``DynamicLayer`` concatenates the whole cache at every step; at 64 rows of 600 tokens
-    that copy costs about as much as the model's own work on CPU.
-    """
-
-    def __init__(self, capacity: int) -> None:
-        super().__init__()
-        self.capacity = capacity
-        self.length = 0
-
-    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any,
-               **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
-        end = self.length + key_states.shape[-2]
-        if not self.is_initialized:
-            self.lazy_initialization(key_states, value_states)
-            shape = (*key_states.shape[:2], max(self.capacity, end), key_states.shape[-1])
-            self._k, self._v = key_states.new_empty(shape), value_states.new_empty(shape)
-        elif end > self._k.shape[-2]:  # more than planned: grow by half again
-            extra = max(end - self._k.shape[-2], self._k.shape[-2] // 2)
-            self._k, self._v = (torch.cat([b, b.new_empty((*b.shape[:2], extra, b.shape[-1]))],
-                                          dim=-2) for b in (self._k, self._v))
-        self._k[:, :, self.length:end] = key_states
-        self._v[:, :, self.length:end] = value_states
-        self.length = end
-        self.keys, self.values = self._k[:, :, :end], self._v[:, :, :end]
-        return self.keys, self.values
-
-    def batch_repeat_interleave(self, repeats: int) -> None:
-        if self.length:
-            self._k = self._k.repeat_interleave(repeats, dim=0)
-            self._v = self._v.repeat_interleave(repeats, dim=0)
-            self.keys, self.values = self._k[:, :, :self.length], self._v[:, :, :self.length]
-
-    def batch_select_indices(self, indices: torch.Tensor) -> None:
-        if self.length:
-            self._k, self._v = self._k[indices], self._v[indices]
-            self.keys, self.values = self._k[:, :, :self.length], self._v[:, :, :self.length]
-
-
 class TransformersPolicy:
     """A :class:`~agentgym.policies.base.Policy` running a transformers causal LM in-process.
 
@@ -160,6 +148,10 @@ class TransformersPolicy:
         batch_wait_ms: How long a new batch waits for more requests to arrive.
         seed: Seed of the generator used by requests without their own seed.
         share_prefix: Run a prefix common to a batch's prompts, and repeated prompts, once.
+        prefix_cache_mb: Memory for keys and values kept across calls (the prefix cache);
+            0 turns it off. Needs ``share_prefix``.
+        threads: torch intra-op threads on CPU; None = :func:`machine_threads`, when torch
+            would use more (a process-wide setting).
 
     Attributes:
         policy_version: Version of the weights, from 0; bumped by :meth:`update_weights`
@@ -174,17 +166,27 @@ class TransformersPolicy:
 
     def __init__(self, model: Any, tokenizer: Any, *, device: str | None = None,
                  max_batch_size: int = 64, batch_wait_ms: float = 5.0,
-                 seed: int | None = None, share_prefix: bool = True) -> None:
+                 seed: int | None = None, share_prefix: bool = True,
+                 prefix_cache_mb: float = 512.0, threads: int | None = None) -> None:
         if not isinstance(max_batch_size, int) or max_batch_size < 1:
             raise ConfigError(f"max_batch_size must be a positive int, got {max_batch_size!r}")
         if batch_wait_ms < 0:
             raise ConfigError(f"batch_wait_ms must be >= 0, got {batch_wait_ms!r}")
+        if not prefix_cache_mb >= 0:
+            raise ConfigError(f"prefix_cache_mb must be >= 0 (0 = off), got {prefix_cache_mb!r}")
+        if threads is not None and (not isinstance(threads, int) or threads < 1):
+            raise ConfigError(f"threads must be a positive int or None, got {threads!r}")
         self.model = model.to(device).eval() if device is not None else model.eval()
         self.tokenizer = prepare_tokenizer(tokenizer)
         self.device = next(self.model.parameters()).device
         self.max_batch_size = max_batch_size
         self.batch_wait_ms = batch_wait_ms
         self.share_prefix = share_prefix
+        self.prefix_store = PrefixStore(int(prefix_cache_mb * 2**20) if share_prefix else 0)
+        if self.device.type == "cpu":
+            fit = threads or machine_threads()
+            if threads is not None or torch.get_num_threads() > fit:
+                torch.set_num_threads(fit)
         self.policy_version = 0
         self.stats = GenerationStats()
         self.eos_ids = _eos_ids(model, tokenizer)
@@ -196,6 +198,7 @@ class TransformersPolicy:
         else:
             self._rng.manual_seed(seed)
         self._pending: list[_Job] = []
+        self._running: list[_Job] = []  # the batch being decoded
         self._worker: asyncio.Task[None] | None = None
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="agentgym-generate")
         self._lock = threading.Lock()  # one of: a batch decoding, or a weight update
@@ -206,7 +209,8 @@ class TransformersPolicy:
     def load(cls, name_or_path: str = "smollm2", *, device: str = "cpu", dtype: str = "float32",
              cache_dir: Path | str | None = None, max_batch_size: int = 64,
              batch_wait_ms: float = 5.0, seed: int | None = None,
-             share_prefix: bool = True) -> TransformersPolicy:
+             share_prefix: bool = True, prefix_cache_mb: float = 512.0,
+             threads: int | None = None) -> TransformersPolicy:
         """Load a model with :func:`~agentgym.policies.models.load_model` and wrap it.
 
         Args:
@@ -218,6 +222,8 @@ class TransformersPolicy:
             batch_wait_ms: As in the constructor.
             seed: As in the constructor.
             share_prefix: As in the constructor.
+            prefix_cache_mb: As in the constructor.
+            threads: As in the constructor.
 
         Returns:
             The policy; it owns the model and drops it on :meth:`aclose`.
@@ -225,7 +231,8 @@ class TransformersPolicy:
         model, tokenizer = load_model(name_or_path, device=device, dtype=dtype,
                                       cache_dir=cache_dir)
         policy = cls(model, tokenizer, max_batch_size=max_batch_size,
-                     batch_wait_ms=batch_wait_ms, seed=seed, share_prefix=share_prefix)
+                     batch_wait_ms=batch_wait_ms, seed=seed, share_prefix=share_prefix,
+                     prefix_cache_mb=prefix_cache_mb, threads=threads)
         policy._owns_model = True
         return policy
 
@@ -260,9 +267,10 @@ class TransformersPolicy:
             return list(await asyncio.gather(*(j.future for j in jobs)))
         finally:
             for j in jobs:
-                if not j.future.done():  # the caller was cancelled: skip it if not decoded
+                if not j.future.done() or j.future.cancelled():  # the caller gave up:
+                    j.cancelled = True  # stop decoding it
                     j.future.cancel()
-                elif not j.future.cancelled():
+                else:
                     j.future.exception()  # mark as retrieved: gather re-raised the first
 
     def _prompt_ids(self, request: GenerationRequest) -> tuple[int, ...]:
@@ -293,6 +301,7 @@ class TransformersPolicy:
                 return
             batch = self._pending[:self.max_batch_size]
             del self._pending[:self.max_batch_size]
+            self._running = batch
             try:
                 results = await loop.run_in_executor(self._executor, self._generate_batch, batch)
             except Exception as exc:  # infrastructure fault (e.g. out of memory): tell callers
@@ -300,6 +309,8 @@ class TransformersPolicy:
                     if not j.future.done():
                         j.future.set_exception(exc)
                 continue
+            finally:
+                self._running = []
             for j, completion in zip(batch, results, strict=True):
                 if not j.future.done():
                     j.future.set_result(completion)
@@ -332,45 +343,117 @@ class TransformersPolicy:
     def _prefill(self, rows: list[_Row]) -> tuple[DynamicCache, torch.Tensor, torch.Tensor]:
         """Run the prompts through the model; return the cache, last logits and the mask.
 
-        Identical prompts (a group of G rollouts of one task) run once. The prefix common to
-        all prompts (system prompt, tools) runs once too and its cache is copied to each
-        prompt; the rest is left-padded, so pads sit between prefix and suffix.
+        Identical prompts (a group of G rollouts of one task) run once. Each prompt starts
+        from the longest cached prefix it has (the prefix store, or the prefix common to the
+        batch, which runs once); its cached keys and values are right-aligned before the
+        new tokens, which are left-padded, so pads sit between cached part and new part::
+
+            row 0:  [pad pad c c c c][pad n n]     c = cached, n = run now
+            row 1:  [c c c c c c c c][n n n n]
         """
+        start = time.perf_counter()
         prompts = [r.job.prompt_ids for r in rows]
         if self.share_prefix:
             slot = {p: k for k, p in enumerate(dict.fromkeys(prompts))}  # prompt -> unique index
             unique, where = list(slot), [slot[p] for p in prompts]
         else:
             unique, where = prompts, list(range(len(prompts)))
-        # Leave every prompt at least one token of its own: its last logits come from it.
-        shared = min(_common_prefix_len(unique), min(map(len, unique)) - 1)
-        if len(unique) == 1 or shared < _MIN_SHARED_PREFIX or not self.share_prefix:
-            shared = 0
         cache = DynamicCache(config=self.model.config)
-        capacity = max(map(len, unique)) + max(r.max_tokens for r in rows)
-        cache.layers = [_GrowingLayer(capacity) if type(layer) is DynamicLayer else layer
-                        for layer in cache.layers]  # sliding-window layers stay as they are
-        if shared:
-            self._forward(torch.tensor([unique[0][:shared]], device=self.device), cache)
-            cache.batch_repeat_interleave(len(unique))
-        width = max(map(len, unique)) - shared
+        plain = all(type(layer) is DynamicLayer for layer in cache.layers)
+        # Sliding-window layers keep their own cache: no prefix reuse for such models.
+        sources = self._cached_prefixes(unique) if plain and self.share_prefix \
+            else [((), 0)] * len(unique)
+        cached = max(m for _, m in sources)  # C: width of the cached part
+        width = max(len(p) - m for p, (_, m) in zip(unique, sources, strict=True))  # N
+        capacity = cached + width + max(r.max_tokens for r in rows)
+        if plain:
+            cache.layers = [GrowingLayer(capacity) for _ in cache.layers]
+        if cached:
+            for li, layer in enumerate(cache.layers):
+                ref = next(kv[li][0] for kv, m in sources if m)  # (H, m, D)
+                buffers = [ref.new_zeros((len(unique), ref.shape[0], capacity, ref.shape[2]))
+                           for _ in range(2)]
+                for k, (kv, m) in enumerate(sources):
+                    for buffer, part in zip(buffers, kv[li] if m else (), strict=False):
+                        buffer[k, :, cached - m:cached] = part[:, :m]
+                layer.preload(*buffers, cached)
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         ids = torch.full((len(unique), width), pad, dtype=torch.long)
-        mask = torch.zeros((len(unique), shared + width), dtype=torch.long)
-        mask[:, :shared] = 1
-        for k, prompt in enumerate(unique):
-            n = len(prompt) - shared
-            ids[k, width - n:] = torch.tensor(prompt[shared:])
-            mask[k, shared + width - n:] = 1
-        self.stats.prefill_tokens += shared + int(mask[:, shared:].sum())
+        mask = torch.zeros((len(unique), cached + width), dtype=torch.long)
+        for k, (prompt, (_, m)) in enumerate(zip(unique, sources, strict=True)):
+            n = len(prompt) - m
+            ids[k, width - n:] = torch.tensor(prompt[m:])
+            mask[k, cached - m:cached] = 1
+            mask[k, cached + width - n:] = 1
+        self.stats.prefill_tokens += int(mask[:, cached:].sum())
+        self.stats.cached_tokens += sum(m for _, m in sources)
         ids, mask = ids.to(self.device), mask.to(self.device)
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)[:, shared:]
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)[:, cached:]
         logits = self._forward(ids, cache, mask, positions)
         if len(unique) < len(rows):  # give every row the cache of its prompt
             idx = torch.tensor(where, device=self.device)
             cache.batch_select_indices(idx)
             logits, mask = logits[idx], mask[idx]
+        self.stats.prefill_s += time.perf_counter() - start
         return cache, logits, mask
+
+    def _cached_prefixes(self, prompts: list[tuple[int, ...]]) -> list[tuple[Any, int]]:
+        """Per prompt, ``(per-layer (keys, values) of shape (H, >=m, D), m)``: m tokens cached.
+
+        The prefix common to the batch is run once (from the store where it can) and stored;
+        each prompt then takes the longest prefix the store or that common prefix gives.
+        Every prompt keeps at least one token to run: its last logits come from it.
+        """
+        store, version = self.prefix_store, self.policy_version
+        stem = min(_common_prefix_len(prompts), min(map(len, prompts)) - 1)
+        stem_kv: Any = ()
+        if len(prompts) > 1 and stem >= _MIN_SHARED_PREFIX:
+            entry, m = store.lookup(prompts[0], stem, version)
+            if m < stem:
+                stem_kv = self._run_prefix(prompts[0][:stem], entry, m)
+                store.add(prompts[0][:stem], *zip(*stem_kv, strict=True), version)
+            else:
+                stem_kv = tuple(zip(entry.keys, entry.values, strict=True))
+        else:
+            stem = 0
+        out = []
+        for prompt in prompts:
+            entry, m = store.lookup(prompt, len(prompt) - 1, version)
+            if m > stem:
+                out.append((tuple(zip(entry.keys, entry.values, strict=True)), m))
+            else:
+                out.append((stem_kv, stem))
+        return out
+
+    def _run_prefix(self, ids: tuple[int, ...], entry: Any, m: int) -> Any:
+        """Keys and values of ``ids`` (one row), of which ``entry`` holds the first ``m``."""
+        cache = DynamicCache(config=self.model.config)
+        cache.layers = [GrowingLayer(len(ids)) for _ in cache.layers]
+        if m:
+            for layer, k, v in zip(cache.layers, entry.keys, entry.values, strict=True):
+                buffers = [t.new_empty((1, t.shape[0], len(ids), t.shape[2])) for t in (k, v)]
+                buffers[0][0, :, :m], buffers[1][0, :, :m] = k[:, :m], v[:, :m]
+                layer.preload(*buffers, m)
+        positions = torch.arange(m, len(ids), device=self.device)[None]
+        self._forward(torch.tensor([ids[m:]], device=self.device), cache, None, positions)
+        self.stats.prefill_tokens += len(ids) - m
+        return tuple((layer.keys[0], layer.values[0]) for layer in cache.layers)
+
+    def _store_rows(self, cache: DynamicCache, mask: torch.Tensor, rows: list[_Row],
+                    active: list[int], positions: Iterable[int]) -> None:
+        """Keep the keys and values of finished rows (prompt + completion) for later calls."""
+        store = self.prefix_store
+        if store.budget_bytes <= 0 or not all(isinstance(x, GrowingLayer) for x in cache.layers):
+            return
+        for b in positions:
+            row = rows[active[b]]
+            if row.job.cancelled:
+                continue
+            fed = row.job.prompt_ids + tuple(row.ids[:-1])  # the last token was never run
+            columns = mask[b].bool()  # (T,) the row's real tokens, pads left out
+            store.add(fed, [layer.keys[b][:, columns] for layer in cache.layers],
+                      [layer.values[b][:, columns] for layer in cache.layers],
+                      self.policy_version)
 
     def _forward(self, ids: torch.Tensor, cache: DynamicCache, mask: torch.Tensor | None = None,
                  positions: torch.Tensor | None = None) -> torch.Tensor:
@@ -381,7 +464,11 @@ class TransformersPolicy:
         return out.logits[:, -1].float()  # (B, V)
 
     def _decode(self, rows: list[_Row]) -> None:
-        """Prefill the prompts, then sample token by token with the KV cache."""
+        """Prefill the prompts, then sample token by token with the KV cache.
+
+        A row whose caller gave up leaves the batch at the next token; finished rows are
+        stored in the prefix cache as they leave.
+        """
         cache, logits, mask = self._prefill(rows)  # logits (B, V), mask (B, T)
         position = mask.sum(-1)  # (B,) position of the token sampled next
         temperature = torch.tensor([r.job.params.temperature for r in rows], device=self.device)
@@ -392,8 +479,12 @@ class TransformersPolicy:
                                         [rows[i].generator for i in active], self._rng)
             keep = [b for b, (i, tok, lp) in enumerate(
                 zip(active, tokens.tolist(), logps.tolist(), strict=True))
-                if self._append(rows[i], tok, lp)]
+                if self._append(rows[i], tok, lp) and not rows[i].job.cancelled]
             self.stats.completion_tokens += len(active)
+            if len(keep) < len(active):
+                kept = set(keep)
+                self._store_rows(cache, mask, rows, active,
+                                 (b for b in range(len(active)) if b not in kept))
             if not keep:
                 return
             if len(keep) < len(active):  # finished rows stop costing compute
@@ -441,9 +532,19 @@ class TransformersPolicy:
             self.model.load_state_dict(state_dict, strict=strict)
             return self._bump(version)
 
-    def update_weights(self, named_tensors: Mapping[str, torch.Tensor]
-                       | Iterable[tuple[str, torch.Tensor]], *, version: int | None = None
-                       ) -> int:
+    async def update_weights(self, named_tensors: Mapping[str, torch.Tensor]
+                             | Iterable[tuple[str, torch.Tensor]], *,
+                             version: int | None = None) -> int:
+        """:meth:`load_weights` off the event loop (the trainer's weight sync).
+
+        Raises:
+            ConfigError: An unknown name or a shape mismatch (nothing is copied then).
+        """
+        return await asyncio.to_thread(self.load_weights, named_tensors, version=version)
+
+    def load_weights(self, named_tensors: Mapping[str, torch.Tensor]
+                     | Iterable[tuple[str, torch.Tensor]], *, version: int | None = None
+                     ) -> int:
         """Copy some named parameters or buffers into the model; waits for the batch in progress.
 
         Args:
@@ -473,18 +574,21 @@ class TransformersPolicy:
             return self._bump(version)
 
     def _bump(self, version: int | None) -> int:
+        self.prefix_store.clear()  # keys and values of the old weights
         self.policy_version = self.policy_version + 1 if version is None else int(version)
         return self.policy_version
 
     async def aclose(self) -> None:
-        """Fail queued requests, let the batch in progress finish, stop the thread; idempotent."""
+        """Fail queued requests, stop the batch in progress, end the thread; idempotent."""
         if self._closed:
             return
         self._closed = True
-        for j in self._pending:
+        for j in [*self._pending, *self._running]:
+            j.cancelled = True  # the decoder stops at its next token
             if not j.future.done():
                 j.future.set_exception(PolicyClosedError("the policy was closed"))
         self._pending.clear()
+        self.prefix_store.clear()
         worker = self._worker
         if worker is not None and not worker.done():
             if worker.get_loop() is asyncio.get_running_loop():
@@ -500,86 +604,16 @@ class TransformersPolicy:
         await self.aclose()
 
 
-def sample_next(logits: torch.Tensor, temperature: torch.Tensor, top_p: torch.Tensor,
-                generators: Sequence[torch.Generator | None], rng: torch.Generator
-                ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Sample one token per row, each row with its own settings.
-
-    Args:
-        logits: ``(B, V)`` float32 next-token logits.
-        temperature: ``(B,)``; 0 means greedy.
-        top_p: ``(B,)`` nucleus mass per row.
-        generators: Per-row generator, or None to draw from ``rng``.
-        rng: Shared generator for rows without their own.
-
-    Returns:
-        ``(tokens, logprobs)``, both ``(B,)``: the sampled ids and their behaviour log-probs
-        ``log_softmax(logits / T)`` (T = 1 for greedy rows; top_p not applied).
-    """
-    greedy = temperature == 0
-    scale = torch.where(greedy, torch.ones_like(temperature), temperature)
-    logp = torch.log_softmax(logits / scale[:, None], dim=-1)  # (B, V)
-    tokens = logits.argmax(dim=-1)
-    rows = (~greedy).nonzero().flatten().tolist()
-    if rows:
-        probs = logp[rows].exp()  # (S, V) over the sampled rows
-        nucleus = top_p[rows]
-        if bool((nucleus < 1).any()):
-            probs = _nucleus(probs, nucleus)
-        # Inverse-CDF sampling with one uniform per row: a row's draw depends only on its
-        # own generator (reproducible in any batch), and it is far faster than multinomial.
-        uniform = torch.empty(len(rows), dtype=torch.float64, device=logits.device)
-        shared = [k for k, i in enumerate(rows) if generators[i] is None]
-        if shared:
-            uniform[shared] = torch.rand(len(shared), generator=rng, dtype=torch.float64,
-                                         device=logits.device)
-        for k, i in enumerate(rows):
-            if generators[i] is not None:
-                uniform[k] = torch.rand((), generator=generators[i], dtype=torch.float64,
-                                        device=logits.device)
-        cdf = probs.double().cumsum(dim=-1)  # (S, V)
-        total = cdf[:, -1]
-        # Stay below the total: the first cdf entry above the target has a positive mass.
-        target = torch.minimum(uniform * total, torch.nextafter(total, torch.zeros_like(total)))
-        drawn = torch.searchsorted(cdf, target[:, None], right=True)
-        tokens[rows] = drawn.squeeze(-1).clamp(max=logits.shape[-1] - 1)
-    return tokens, logp.gather(-1, tokens[:, None]).squeeze(-1)
-
-
-def _nucleus(probs: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:
-    """Zero the tail of each row beyond its top_p mass (the most likely token always stays)."""
-    top, order = probs.topk(min(_TOP_P_CANDIDATES, probs.shape[-1]), dim=-1)  # sorted
-    if bool((top.sum(dim=-1) < top_p).any()):  # a nucleus reaches past the candidates
-        top, order = probs.sort(dim=-1, descending=True)  # (5-10x slower than topk)
-    before = top.cumsum(dim=-1) - top  # mass strictly above each token
-    top = top.masked_fill(before >= top_p[:, None], 0.0)
-    return torch.zeros_like(probs).scatter(-1, order, top)
-
-
-def completion_logprobs(model: Any, prompt_ids: Sequence[int], completion_ids: Sequence[int],
-                        temperature: float = 1.0) -> list[float]:
-    """Recompute the behaviour log-probs of a completion with one plain forward pass.
-
-    This is the quantity :class:`TransformersPolicy` records (see the module docstring):
-    ``log_softmax(logits / T)`` at each completion token, T = 1 when ``temperature == 0``.
-
-    Args:
-        model: The causal LM.
-        prompt_ids: Prompt token ids.
-        completion_ids: Completion token ids.
-        temperature: The sampling temperature of the completion.
-
-    Returns:
-        One log-prob per completion token.
-    """
-    device = next(model.parameters()).device
-    ids = torch.tensor([list(prompt_ids) + list(completion_ids)], device=device)
-    with torch.inference_mode():
-        logits = model(input_ids=ids).logits[0, len(prompt_ids) - 1:-1].float()  # (C, V)
-    scale = temperature if temperature > 0 else 1.0
-    logp = torch.log_softmax(logits / scale, dim=-1)
-    target = torch.tensor(list(completion_ids), device=device)[:, None]
-    return logp.gather(-1, target).squeeze(-1).tolist()
+def machine_threads() -> int:
+    """CPUs this process may use: its CPU affinity, capped by a cgroup v2 CPU quota."""
+    n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    try:  # a container's quota ("max" = none), e.g. "200000 100000" = 2 CPUs
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
+        if quota != "max":
+            n = min(n or 1, max(1, math.ceil(int(quota) / int(period))))
+    except (OSError, ValueError):
+        pass
+    return max(1, n or 1)
 
 
 def _common_prefix_len(prompts: Sequence[Sequence[int]]) -> int:

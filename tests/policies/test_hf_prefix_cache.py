@@ -1,0 +1,178 @@
+"""TransformersPolicy's prefix cache across calls, stoppable decoding and thread count."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import time
+from typing import Any
+
+import pytest
+
+pytest.importorskip("torch")
+
+from agentgym import Message  # noqa: E402
+from agentgym.errors import ConfigError  # noqa: E402
+from agentgym.policies.base import GenerationRequest, SamplingParams  # noqa: E402
+from agentgym.policies.hf import TransformersPolicy, machine_threads  # noqa: E402
+from agentgym.policies.kv_cache import PrefixStore  # noqa: E402
+from agentgym.policies.models import tiny_model  # noqa: E402
+
+from .test_hf import assert_rescored  # noqa: E402
+
+SYSTEM = Message("system", "You push boxes onto targets. Tools: up, down, left, right. " * 3)
+GREEDY = SamplingParams(temperature=0.0, max_tokens=6)
+
+
+@pytest.fixture(scope="module")
+def tokenizer(smollm2_tokenizer: Any) -> Any:
+    return copy.deepcopy(smollm2_tokenizer)
+
+
+@pytest.fixture(scope="module")
+def model(tokenizer: Any) -> Any:
+    return tiny_model(tokenizer=tokenizer, seed=3)
+
+
+async def play(policy: TransformersPolicy, tokenizer: Any, episodes: int, turns: int
+               ) -> list[list[tuple[int, ...]]]:
+    """Full-history episodes, all in flight at once: each prompt extends the last turn."""
+
+    async def episode(e: int) -> list[tuple[int, ...]]:
+        prompt = tuple(tokenizer(f"<|im_start|>system\n{SYSTEM.content}<|im_end|>\n<|im_start|>"
+                                 f"user\nboard {e}<|im_end|>\n", add_special_tokens=False)
+                       ["input_ids"])
+        outs = []
+        for t in range(turns):
+            [c] = await policy.generate([GenerationRequest(prompt_ids=prompt, params=GREEDY)])
+            outs.append(c.completion_ids)
+            observation = tokenizer(f"<|im_start|>user\nmoved {t}<|im_end|>\n",
+                                    add_special_tokens=False)["input_ids"]
+            prompt = c.prompt_ids + c.completion_ids + tuple(observation)
+        return outs
+
+    return list(await asyncio.gather(*(episode(e) for e in range(episodes))))
+
+
+async def test_greedy_outputs_are_identical_with_and_without_the_cache(
+        model: Any, tokenizer: Any) -> None:
+    async with TransformersPolicy(model, tokenizer, prefix_cache_mb=0) as plain:
+        expected = await play(plain, tokenizer, episodes=3, turns=4)
+        plain_prefill = plain.stats.prefill_tokens
+    async with TransformersPolicy(model, tokenizer) as cached:
+        got = await play(cached, tokenizer, episodes=3, turns=4)
+        assert got == expected
+        # Turns 2..4 run only the new tokens: less than half of the prefill without it.
+        assert cached.stats.prefill_tokens < plain_prefill / 2
+        assert cached.stats.cached_tokens > plain_prefill / 2
+        assert cached.prefix_store.stats.entries_added > 0
+
+
+async def test_cached_logprobs_match_rescoring(model: Any, tokenizer: Any) -> None:
+    params = SamplingParams(temperature=0.8, max_tokens=5, seed=7)
+    async with TransformersPolicy(model, tokenizer) as policy:
+        [first] = await policy.generate([GenerationRequest((SYSTEM, Message("user", "go")),
+                                                           params=params)])
+        follow = first.prompt_ids + first.completion_ids + (28, 29, 30)
+        [second] = await policy.generate([GenerationRequest(prompt_ids=follow, params=params)])
+        assert policy.stats.cached_tokens >= len(first.prompt_ids)
+        assert_rescored(model, [first, second], [0.8, 0.8])
+
+
+async def test_a_weight_update_empties_the_cache(tokenizer: Any) -> None:
+    import torch
+
+    model = tiny_model(tokenizer=tokenizer, seed=4)
+    request = GenerationRequest((SYSTEM, Message("user", "go")), params=GREEDY)
+    async with TransformersPolicy(model, tokenizer) as policy:
+        await policy.generate([request])
+        assert len(policy.prefix_store) > 0
+        policy.load_weights({"lm_head.weight": torch.zeros_like(model.lm_head.weight)})
+        assert len(policy.prefix_store) == 0
+        [after] = await policy.generate([request])
+        assert after.completion_ids == (0,) * 6  # the new weights, not stale keys and values
+
+
+def test_store_keeps_its_budget_and_the_longest_match() -> None:
+    import torch
+
+    def kv(n: int) -> list[torch.Tensor]:
+        return [torch.zeros(2, n, 4)]  # one layer, (H, L, D): 32 bytes a token
+
+    store = PrefixStore(budget_bytes=32 * 2 * 10)  # 10 tokens of keys + values
+    store.add([1, 2, 3], kv(3), kv(3), version=0)
+    store.add([1, 2, 3, 4, 5], kv(5), kv(5), version=0)  # covers the first: it is dropped
+    assert len(store) == 1
+    entry, n = store.lookup([1, 2, 3, 9], limit=4, version=0)
+    assert n == 3 and entry is not None and list(entry.ids) == [1, 2, 3, 4, 5]
+    assert store.lookup([1, 2, 3], limit=4, version=1) == (None, 0)  # other weights
+    store.add([7, 8, 9, 10, 11, 12], kv(6), kv(6), version=0)  # 11 tokens > budget
+    assert len(store) == 1 and store.stats.evictions == 1 and store.nbytes <= store.budget_bytes
+
+
+async def decoding(policy: TransformersPolicy) -> None:
+    """Return once the policy has decoded a few tokens."""
+    for _ in range(1000):
+        if policy.stats.completion_tokens >= 5:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("no token was decoded in 10 s")
+
+
+async def test_a_cancelled_request_stops_decoding(model: Any, tokenizer: Any) -> None:
+    long = SamplingParams(temperature=1.0, max_tokens=3000, seed=0)
+    async with TransformersPolicy(model, tokenizer) as policy:
+        call = asyncio.create_task(policy.generate([GenerationRequest(
+            (Message("user", "talk"),), params=long)]))
+        await decoding(policy)
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        await asyncio.sleep(0.3)  # the decoder notices at its next token
+        tokens = policy.stats.completion_tokens
+        await asyncio.sleep(0.3)
+        assert policy.stats.completion_tokens == tokens < 3000  # nothing decodes any more
+
+
+async def test_a_step_timeout_stops_decoding(model: Any, tokenizer: Any) -> None:
+    long = SamplingParams(temperature=1.0, max_tokens=3000, seed=0)
+    async with TransformersPolicy(model, tokenizer) as policy:
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.3):
+                await policy.generate([GenerationRequest((Message("user", "talk"),),
+                                                         params=long)])
+        tokens = policy.stats.completion_tokens
+        await asyncio.sleep(0.3)
+        assert policy.stats.completion_tokens - tokens <= 1 and tokens < 3000
+
+
+async def test_aclose_stops_the_batch_in_progress(model: Any, tokenizer: Any) -> None:
+    long = SamplingParams(temperature=1.0, max_tokens=3000, seed=0)
+    policy = TransformersPolicy(model, tokenizer)
+    call = asyncio.create_task(policy.generate([GenerationRequest((Message("user", "x"),),
+                                                                  params=long)]))
+    await decoding(policy)
+    start = time.perf_counter()
+    await policy.aclose()
+    assert time.perf_counter() - start < 1.0
+    with pytest.raises(Exception, match="closed"):
+        await call
+    assert policy.stats.completion_tokens < 3000
+
+
+def test_thread_count_fits_the_machine(model: Any, tokenizer: Any) -> None:
+    import torch
+
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(machine_threads() + 3)  # oversubscribed
+        TransformersPolicy(model, tokenizer)
+        assert torch.get_num_threads() == machine_threads()
+        TransformersPolicy(model, tokenizer, threads=1)
+        assert torch.get_num_threads() == 1
+        with pytest.raises(ConfigError, match="threads must be"):
+            TransformersPolicy(model, tokenizer, threads=0)
+        with pytest.raises(ConfigError, match="prefix_cache_mb"):
+            TransformersPolicy(model, tokenizer, prefix_cache_mb=-1)
+    finally:
+        torch.set_num_threads(before)
