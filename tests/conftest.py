@@ -2,10 +2,13 @@ import importlib.util
 import os
 
 import pytest
+import required_imports
 
 # Docker engine + sandbox image fixtures (docker_engine, docker_client, sandbox_image,
 # docker_config) for tests marked `docker`.
 pytest_plugins = ["docker_fixtures"]
+# In CI (AGENTGYM_REQUIRE_EXTRAS=1) an importorskip of torch, transformers, ray or mcp fails.
+required_imports.install()
 
 
 @pytest.fixture(scope="session")
