@@ -57,6 +57,9 @@ async def open_docker_sandbox(task: SWETask, image: str | None = None, *,
         import docker  # noqa: F401 - only to give the install hint early
     except ImportError as exc:
         raise MissingExtraError("docker", "swe", "the SWE env's Docker sandbox") from exc
+    from agentgym.envs.swe.mining.recipe import ensure_task_image
     from agentgym.sandboxes.pool import shared_pool
 
+    if task.image is not None:  # a mined package's image is built on first use
+        await ensure_task_image(task.image)
     return await shared_pool(docker_config(task, image), size=pool_size).acquire()

@@ -33,7 +33,14 @@ from typing import Any, Literal
 
 from agentgym.env import BaseEnv
 from agentgym.envs.swe.evaluation import Evaluation, evaluate, heredoc
-from agentgym.envs.swe.task import SPLITS, SWETask, load_tasks, select_split, shipped_tasks
+from agentgym.envs.swe.task import (
+    SPLITS,
+    SWETask,
+    load_tasks,
+    real_tasks,
+    select_split,
+    shipped_tasks,
+)
 from agentgym.envs.swe.tools import Workspace, bash, editor, submit
 from agentgym.errors import ConfigError
 from agentgym.sandboxes.base import Sandbox, SandboxError
@@ -67,7 +74,8 @@ class SWEEnv(BaseEnv):
 
     Args:
         split: ``train``, ``test`` or ``all`` tasks (tasks without a split are in each).
-        tasks: ``None`` for the shipped tasks, a SWE-bench-style JSON/JSONL path, or tasks.
+        tasks: ``None`` for the shipped tasks, ``"real"`` for the tasks mined from real
+            packages (Docker only), a SWE-bench-style JSON/JSONL path, or tasks.
         sandbox: ``"local"``, ``"docker"``, or a callable ``task -> Sandbox`` (may be async).
         image: Docker image for tasks that name none: for a task file, the image holding
             each repository (``{instance_id}`` is filled in); for the shipped tasks, the
@@ -107,7 +115,7 @@ class SWEEnv(BaseEnv):
         if command_timeout <= 0 or test_timeout <= 0:
             raise ConfigError(f"timeouts must be positive, got command_timeout="
                               f"{command_timeout} and test_timeout={test_timeout}")
-        every = shipped_tasks() if tasks is None else (
+        every = shipped_tasks() if tasks is None else real_tasks() if tasks == "real" else (
             load_tasks(tasks, image=image) if isinstance(tasks, str | Path) else list(tasks))
         chosen = select_split(every, split)
         if task_ids is not None:
@@ -176,9 +184,14 @@ class SWEEnv(BaseEnv):
         """Put the repository at the workdir and commit it as the base the diff is against."""
         assert self.sandbox is not None
         script = f"mkdir -p .git/info && printf %s {shlex.quote(_EXCLUDES)} >> .git/info/exclude"
-        if task.repo_dir is not None:
-            await self.sandbox.copy_in(task.repo_dir, task.workdir)
-            script = ("git init -q . && " + script + " && git add -A && "
+        if task.repo_dir is not None or task.setup_patch:
+            if task.repo_dir is not None:
+                await self.sandbox.copy_in(task.repo_dir, task.workdir)
+            # A setup patch (a mined bug) goes in before the one base commit, so no history
+            # shows it.
+            setup = ("set -e\n" + heredoc("git apply -", task.setup_patch)
+                     if task.setup_patch else "")
+            script = (setup + "git init -q . && " + script + " && git add -A && "
                       "git commit -q --no-verify -m base")
         result = await self.sandbox.exec(script, timeout=120, workdir=task.workdir,
                                          env=dict(GIT_IDENTITY))

@@ -28,6 +28,8 @@ from typing import Any
 from agentgym.errors import SchemaError
 
 TASKS_DIR = Path(__file__).parent / "tasks"
+REAL_DIR = Path(__file__).parent / "real"
+"""Tasks mined from real packages: one ``<package>.jsonl`` each (``agentgym swe mine``)."""
 DEFAULT_TEST_CMD = "python -m pytest -rA -p no:cacheprovider -W ignore {tests}"
 """Pytest with one summary line per test (``-rA``), which the evaluator parses."""
 SHIPPED_ENV = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
@@ -55,6 +57,8 @@ class SWETask:
             Its output must be pytest's ``-rA`` summary (the evaluator parses it).
         split: ``train`` or ``test``; ``None`` puts the task in every split.
         env: Environment variables for the agent's commands and the test run.
+        setup_patch: A diff applied at reset before the base commit is made (a mined
+            task's injected bug), so the agent sees its result but not the diff.
     """
 
     instance_id: str
@@ -71,6 +75,7 @@ class SWETask:
     test_cmd: str = DEFAULT_TEST_CMD
     split: str | None = None
     env: Mapping[str, str] = field(default_factory=dict)
+    setup_patch: str = ""
 
     def __post_init__(self) -> None:
         if not self.instance_id or not isinstance(self.instance_id, str):
@@ -110,7 +115,7 @@ def task_from_record(record: Mapping[str, Any], *, where: str = "task",
         record: Fields ``instance_id``, ``problem_statement``, ``FAIL_TO_PASS``,
             ``PASS_TO_PASS`` and optionally ``patch``, ``test_patch``, ``repo``,
             ``base_commit``, ``image`` (or ``image_name``), ``repo_dir``, ``workdir``,
-            ``test_cmd``, ``split``, ``env`` (a JSON object of strings).
+            ``test_cmd``, ``split``, ``env`` (a JSON object of strings), ``setup_patch``.
         where: Names the record in error messages.
         image: Image for records without one; ``{instance_id}`` is filled in.
         base: Directory that relative ``repo_dir`` values are relative to.
@@ -145,6 +150,7 @@ def task_from_record(record: Mapping[str, Any], *, where: str = "task",
         fail_to_pass=_test_ids(record, "FAIL_TO_PASS", where),
         pass_to_pass=_test_ids(record, "PASS_TO_PASS", where),
         patch=str(record.get("patch") or ""), test_patch=str(record.get("test_patch") or ""),
+        setup_patch=str(record.get("setup_patch") or ""),
         repo=str(record.get("repo") or ""), base_commit=str(record.get("base_commit") or ""),
         image=task_image, repo_dir=repo_dir, env=dict(env), **extra)
 
@@ -198,6 +204,16 @@ def shipped_tasks(root: Path = TASKS_DIR) -> list[SWETask]:
                 record[key] = (folder / name).read_text(encoding="utf-8")
         tasks.append(task_from_record(record, where=str(folder / "task.json")))
     return tasks
+
+
+def real_tasks(root: Path = REAL_DIR) -> list[SWETask]:
+    """The tasks mined from real packages (``real/*.jsonl``), sorted by id.
+
+    Each runs in its package's image, built on first use from the sdist (hash checked).
+    """
+    tasks = [t for path in sorted(root.glob("*.jsonl")) for t in load_tasks(path)]
+    _check_unique(tasks, str(root))
+    return sorted(tasks, key=lambda t: t.instance_id)
 
 
 def select_split(tasks: Iterable[SWETask], split: str) -> list[SWETask]:
