@@ -84,3 +84,7 @@ for _game, _name in (("coin", "CoinCollector"), ("cookingworld", "CookingWorld")
     register(f"twx/{_name}-v0", "agentgym.envs.textworld_express:TextWorldExpressEnv",
              game=_game, description=f"TextWorldExpress {_game} (game_params=..., split=...).",
              max_turns=100)
+register("miniwob/MiniWoB-v0", "agentgym.envs.miniwob:MiniWoBEnv",
+         description="MiniWoB++ web tasks (task=..., 130 of them) on the miniwob package's own "
+                     "pages and rewards, in real Chromium.",
+         max_turns=60)

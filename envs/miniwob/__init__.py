@@ -1,0 +1,13 @@
+"""MiniWoB++ in real Chromium: the ``miniwob`` package's own task pages, seeds and rewards.
+
+Registered as ``miniwob/MiniWoB-v0`` with a ``task`` argument (``agentgym.make(
+"miniwob/MiniWoB-v0", task="click-button")``); ``python -m agentgym.envs.miniwob`` lists the
+tasks of the installed package. Needs the ``miniwob`` extra and Chromium; see
+``docs/miniwob.md``. Importing this package imports neither Playwright nor the ``miniwob``
+package.
+"""
+
+from .env import MiniWoBEnv, MiniWoBError
+from .tasks import package_version, task_names
+
+__all__ = ["MiniWoBEnv", "MiniWoBError", "package_version", "task_names"]

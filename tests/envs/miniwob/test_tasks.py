@@ -1,0 +1,70 @@
+"""The task list, argument checks, suites and the snapshot parser (no browser needed)."""
+
+from __future__ import annotations
+
+import pytest
+from miniwob_helpers import needs_browser
+
+import agentgym
+from agentgym.errors import ConfigError
+
+miniwob = pytest.importorskip("agentgym.envs.miniwob.tasks")
+
+
+@pytest.fixture(autouse=True)
+def _package() -> None:
+    needs_browser()
+
+
+def test_tasks_come_from_the_installed_package() -> None:
+    names = miniwob.task_names()
+    assert len(names) == 130 and {"click-button", "email-inbox", "use-autocomplete"} <= set(names)
+    assert miniwob.task_page("click-button").is_file()
+    assert miniwob.package_version() == "1.1.0"
+
+
+def test_unknown_task_and_bad_arguments_raise_with_the_fix() -> None:
+    with pytest.raises(ConfigError, match="did you mean 'click-button'"):
+        agentgym.make("miniwob/MiniWoB-v0", task="click-buton")
+    with pytest.raises(ConfigError, match="turn_ms must be an int"):
+        agentgym.make("miniwob/MiniWoB-v0", turn_ms=0)
+    with pytest.raises(ConfigError, match="reward must be 'raw' or 'discounted'"):
+        agentgym.make("miniwob/MiniWoB-v0", reward="shaped")
+
+
+def test_suites_name_real_tasks_with_versioned_seeds() -> None:
+    from agentgym.evaluation.suites import get_suite
+
+    core, every = get_suite("miniwob"), get_suite("miniwob-all")
+    assert core.version >= 1 and every.version >= 1
+    assert [e.kwargs["task"] for e in every.entries] == list(miniwob.task_names())
+    assert {e.kwargs["task"] for e in core.entries} < set(miniwob.task_names())
+    assert all(e.name == e.kwargs["task"] for e in core.entries)  # per-task rows in reports
+    assert core.entries[0].seeds[0] == 1_000_000 and core.requires == ("browser",)
+
+
+def test_snapshot_keeps_refs_on_text_and_drops_empty_wrappers() -> None:
+    from agentgym.envs.miniwob.snapshot import stabilize
+
+    raw = "\n".join([
+        "- generic [ref=f1e2]:",
+        '  - generic [ref=f1e3]: "Click on Tab #3."',
+        "  - generic [ref=f1e4]:",
+        "    - 'link \"Tab #1\" [ref=f1e6] [cursor=pointer]':",
+        '      - /url: "#tabs-1"',
+        "    - checkbox \"ab\" [checked] [ref=f1e7]",
+        "    - combobox [ref=f1e8]:",
+        '      - option "Chad" [selected]',
+        '      - option "Peru"',
+        "    - textbox [ref=f1e9]: typed",
+        "    - generic [ref=f1e10] [cursor=pointer]",
+    ])
+    text, elements = stabilize(raw)
+    assert text.splitlines()[:3] == ["- generic [ref=e1]: Click on Tab #3.",
+                                     '- link "Tab #1" [ref=e2]',
+                                     '- checkbox "ab" [ref=e3] [checked]']
+    assert [e.target for e in elements.values()] == ["f1e3", "f1e6", "f1e7", "f1e8", "f1e9",
+                                                      "f1e10"]
+    assert elements["e2"].url == "#tabs-1"
+    assert elements["e4"].options == ["Chad", "Peru"] and elements["e4"].value == "Chad"
+    assert elements["e5"].value == "typed"
