@@ -1,0 +1,134 @@
+"""BFCL envs: load time, steps/s at 1 and 16 concurrent episodes, memory per episode.
+
+Episodes replay BFCL's ground truth (the env's expert), so the figures are the env's own cost
+(BFCL's checkers and API classes included), not a model's. Writes the "Speed and memory"
+section of docs/bfcl.md.
+
+    python benchmarks/bfcl_envs.py            # full run
+    python benchmarks/bfcl_envs.py --quick    # fewer episodes, figures not written
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import subprocess
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+import agentgym
+from agentgym.envs.bfcl import MULTI_TURN, task_ids
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from results import write_section  # noqa: E402
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "bfcl.md"
+LOAD = """
+import asyncio, time
+t = time.perf_counter()
+import agentgym
+env = agentgym.make({env!r}, category={category!r})
+asyncio.run(env.reset(seed=0))
+print(time.perf_counter() - t)
+"""
+
+
+def env_id(category: str) -> str:
+    return "bfcl/MultiTurn-v0" if category in MULTI_TURN else "bfcl/SingleTurn-v0"
+
+
+def load_seconds(category: str, repeats: int = 3) -> float:
+    """Fresh-process time to import, make the env and reset it once (best of ``repeats``)."""
+    code = LOAD.format(env=env_id(category), category=category)
+    return min(float(subprocess.run([sys.executable, "-c", code], capture_output=True,
+                                    text=True, check=True).stdout.strip())
+               for _ in range(repeats))
+
+
+async def episode(env, task_id: str) -> int:
+    await env.reset(options={"task_id": task_id})
+    steps = 0
+    while True:
+        steps += 1
+        if (await env.step(env.expert_action())).done:
+            return steps
+
+
+async def steps_per_second(category: str, episodes: int, concurrent: int) -> float:
+    """Expert steps per second over ``episodes`` episodes, ``concurrent`` in flight."""
+    ids = task_ids(category)[:episodes]
+    envs = [agentgym.make(env_id(category), category=category) for _ in range(concurrent)]
+    queue = list(ids)
+
+    async def worker(env) -> int:
+        done = 0
+        while queue:
+            done += await episode(env, queue.pop())
+        return done
+
+    start = time.perf_counter()
+    steps = sum(await asyncio.gather(*(worker(e) for e in envs)))
+    elapsed = time.perf_counter() - start
+    for e in envs:
+        await e.aclose()
+    return steps / elapsed
+
+
+async def memory_per_episode(category: str, n: int = 16) -> float:
+    """Python heap (tracemalloc) held per live episode, KiB, after reset and one step."""
+    envs = [agentgym.make(env_id(category), category=category) for _ in range(n)]
+    await envs[0].reset(seed=0)  # data loaded and cached before measuring
+    tracemalloc.start()
+    before = tracemalloc.take_snapshot()
+    for i, e in enumerate(envs):
+        await e.reset(seed=i)
+        await e.step(e.expert_action())
+    after = tracemalloc.take_snapshot()
+    tracemalloc.stop()
+    grown = sum(s.size_diff for s in after.compare_to(before, "filename"))
+    for e in envs:
+        await e.aclose()
+    return grown / n / 1024
+
+
+async def main(quick: bool) -> None:
+    episodes = 16 if quick else 64
+    categories = ["simple_python", "live_multiple", "multi_turn_base",
+                  "multi_turn_long_context"]
+    load = os.getloadavg()
+    rows = []
+    for category in categories:
+        row = (category, load_seconds(category, 1 if quick else 3),
+               await steps_per_second(category, episodes, 1),
+               await steps_per_second(category, episodes, 16),
+               await memory_per_episode(category))
+        rows.append(row)
+        c, lo, s1, s16, m = row
+        print(f"{c:24s} load {lo:.2f} s  steps/s x1 {s1:.0f}  x16 {s16:.0f}  "
+              f"mem/episode {m:.0f} KiB")
+    if quick:
+        return
+    body = "\n".join([
+        "Measured with `python benchmarks/bfcl_envs.py` (bfcl-eval 2026.3.23, CPU, "
+        f"{os.cpu_count()} cores, shared and under load: load average "
+        f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} at the start). Episodes replay "
+        f"BFCL's ground truth ({episodes} per category); a step is one reply.", "",
+        "| category | load (fresh process: import, make, reset) | steps/s, 1 episode | "
+        "steps/s, 16 concurrent | memory per live episode |",
+        "|---|---|---|---|---|",
+        *(f"| {c} | {lo:.2f} s | {s1:.0f} | {s16:.0f} | {m:.0f} KiB |"
+          for c, lo, s1, s16, m in rows), "",
+        "Steps run BFCL's checkers in-process (the AST checker on every single-turn reply; "
+        "the multi-turn checker, which re-executes the turns so far, at every turn end), so "
+        "16 concurrent episodes share one core's worth of Python: concurrency does not add "
+        "throughput here."])
+    write_section("Speed and memory", body, path=DOC)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true")
+    asyncio.run(main(parser.parse_args().quick))
