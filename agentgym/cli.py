@@ -236,8 +236,8 @@ def advantages(
         exists=True, dir_okay=False,
         help="Trajectory JSONL: agentgym's own lines or the minimal form.")],
     estimator: Annotated[str, typer.Option(
-        help="grpo, rloo, gigpo, hgpo or salt. Minimal-form input to hgpo needs "
-             "--set history_length=K (minimal lines carry no metrics).")],
+        help="A registered estimator (an unknown name lists them all). Minimal-form input "
+             "to hgpo needs --set history_length=K (minimal lines carry no metrics).")],
     set_: Annotated[list[str] | None, typer.Option(
         "--set", help="Estimator option as key=value (gamma=0.95, mode=mean_norm); "
                       "repeatable.")] = None,

@@ -138,13 +138,15 @@ class LMAgent:
     policy: Policy
     context: ContextConfig = field(default_factory=ContextConfig)
     sampling: SamplingParams = field(default_factory=SamplingParams)
-    _started: int = field(default=0, init=False, repr=False)
+    episodes_started: int = field(default=0, init=False, repr=False)
+    """Episodes started so far; episode n samples with seed ``sampling.seed + n`` (an engine
+    that runs episodes elsewhere sets it to keep the numbering)."""
 
     def start(self, prompt: Sequence[Message], env: Env) -> _LMEpisode:
         """A new episode with its own context (and its own sampling seeds, when seeded)."""
-        self._started += 1
+        self.episodes_started += 1
         return _LMEpisode(self, make_context(self.context, getattr(self.policy, "tokenizer", None),
-                                             prompt, env.tools), self._started)
+                                             prompt, env.tools), self.episodes_started)
 
 
 class _LMEpisode:

@@ -219,8 +219,7 @@ class ToolEnv(BaseEnv):
                                max_output_chars=self._max_output_chars)
         # Most tools take a few plain scalars: check those directly and leave jsonschema (and
         # its error messages) for everything else; it is most of the per-call overhead.
-        self.toolbox._validators = {name: _FastValidator(v, self.toolbox.tools[name].spec)
-                                    for name, v in self.toolbox._validators.items()}
+        self.toolbox.wrap_validators(_FastValidator)
         self.tools: Sequence[ToolSpec] = self.toolbox.specs
 
     def _guard(self, t: Tool, sync_tools: str) -> Tool:

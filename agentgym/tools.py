@@ -268,6 +268,15 @@ class ToolBox:
         """The tools' specs, in registration order."""
         return tuple(t.spec for t in self.tools.values())
 
+    def wrap_validators(self, wrap: Callable[[Any, ToolSpec], Any]) -> None:
+        """Replace each tool's argument validator with ``wrap(validator, spec)``.
+
+        The replacement needs ``iter_errors(arguments)`` like a jsonschema validator (a
+        faster check for simple schemas can fall back to the one it wraps).
+        """
+        self._validators = {name: wrap(v, self.tools[name].spec)
+                            for name, v in self._validators.items()}
+
     def calls_of(self, action: Message) -> tuple[tuple[ToolCall, ...], tuple[str, ...]]:
         """The action's tool calls (structured, else parsed from text) and parse errors."""
         if action.tool_calls:

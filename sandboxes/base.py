@@ -44,9 +44,16 @@ class ExecResult:
 class Sandbox(Protocol):
     """One isolated working machine. All paths are inside the sandbox unless named ``host_``."""
 
-    async def exec(self, cmd: str, *, timeout: float = 60.0,  # noqa: ASYNC109 (enforced inside) workdir: str | None = None,
-                   env: dict[str, str] | None = None) -> ExecResult:
-        """Run ``cmd`` with ``bash -lc`` semantics; the timeout kills its whole process group."""
+    async def exec(self, cmd: str, *, timeout: float = 60.0,  # noqa: ASYNC109 (enforced inside)
+                   workdir: str | None = None, env: dict[str, str] | None = None) -> ExecResult:
+        """Run ``cmd`` with ``bash -lc`` semantics; the timeout kills its whole process group.
+
+        Args:
+            cmd: The command line.
+            timeout: Seconds before the command's process group is killed.
+            workdir: Directory to run in (default: the sandbox's working directory).
+            env: Extra environment variables.
+        """
         ...
 
     async def write_file(self, path: str, content: str | bytes) -> None:

@@ -1,8 +1,9 @@
 """Scale-out driver of the training loop: Ray rollouts, async overlap, multi-GPU updates.
 
 :func:`make_driver` returns None for the embedded loop (``engine: local``, no overlap, one
-process); otherwise :mod:`agentgym.trainers.loop` hands four things to the driver:
-collecting a step's rollouts, the policy update, the weight sync, and ``run_groups`` itself.
+process); otherwise :mod:`agentgym.trainers.loop` hands three things to the driver:
+collecting a step's rollouts, the policy update (:func:`agentgym.trainers.update.ppo_update`,
+here or on every FSDP rank) and the weight sync (the backend's ``update_weights``).
 
 **Async training** (``async_training.enabled``; one-step-off when ``max_staleness`` N = 1).
 Generation runs on its own copy of the weights (a second in-process model, the Ray
@@ -38,15 +39,26 @@ import math
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from agentgym.engines.versioned import VersionedAgent
 from agentgym.errors import ConfigError
+from agentgym.policies.backends import BackendOptions, build_backend
+from agentgym.policies.base import Policy
+from agentgym.policies.hf import TransformersPolicy
 from agentgym.rollout import RolloutConfig, run_groups
 from agentgym.trainers.batching import Sample
+from agentgym.trainers.checkpoint import TrainState, trainable_state
+from agentgym.trainers.collect import collect
+from agentgym.trainers.config import TrainConfig
+from agentgym.trainers.update import ONE_PROCESS, Learner, UpdateConfig, ppo_update
 from agentgym.types import Trajectory
+
+if TYPE_CHECKING:
+    from agentgym.engines.ray_engine import RayEngine
+    from agentgym.trainers.distributed import FSDPUpdater
 
 
 def step_staleness(traj: Trajectory, version: int) -> list[int]:
@@ -108,42 +120,27 @@ def importance_correct(samples: Sequence[Sample], proximal: Sequence[Sample],
                  "async/is_truncated_frac": truncated / max(len(weights), 1)}
 
 
-def proximal_logprobs(t: Any, samples: Sequence[Sample]) -> list[Sample]:
-    """The samples with completion log-probs of the current weights (π_prox).
-
-    Batched by token budget and scored on completion positions only (the model is asked for
-    no logits over the prompt).
-    """
-    import torch
-
-    from agentgym.trainers.batching import micro_batches
-    from agentgym.trainers.loss import token_logprobs
-
-    out = list(samples)
-    pad, budget = t.policy.tokenizer.pad_token_id, t.config.optim.max_tokens_per_micro_batch
-    with torch.no_grad():
-        for mb in micro_batches(list(samples), budget, pad):
-            mb = mb.to(t.policy.device)
-            logp, _ = token_logprobs(t.model, mb.input_ids, mb.attention_mask,
-                                     t.config.rollout.temperature, mask=mb.loss_mask)
-            for row, i in enumerate(mb.sample_indices):
-                s = samples[i]  # completion token k is the target of column P + k - 1
-                out[i] = replace(s, completion_logprobs=tuple(
-                    logp[row, s.prompt_len - 1:s.length - 1].float().tolist()))
-    return out
-
-
 @dataclass
 class RolloutDriver:
-    """What the training loop delegates when it scales out (see the module docstring)."""
+    """Where rollouts come from and where the update runs when the loop scales out.
 
-    config: Any
-    engine: Any = None
-    """The :class:`~agentgym.engines.ray_engine.RayEngine`, or None for in-process rollouts."""
+    The training loop (:mod:`agentgym.trainers.loop`) hands it three things per step:
+    collecting the step's rollouts, the update, and the weight sync.
+    """
+
+    config: TrainConfig
+    """The run's config."""
+    policy: Policy
+    """The in-process generation backend (a copy of the weights, or the trained model
+    itself when only the Ray workers generate)."""
+    learner: Learner
+    """The trained model and optimizer (FSDP-sharded when ``distributed`` is set)."""
+    engine: RayEngine | None = None
+    """The Ray engine, or None for in-process rollouts."""
+    distributed: FSDPUpdater | None = None
+    """The multi-GPU updater when world size > 1."""
     version: int = 0
     """Policy version of the generation weights (weight syncs so far)."""
-    distributed: Any = None
-    """The :class:`~agentgym.trainers.distributed.FSDPUpdater` when world size > 1."""
     _pending: dict[int, asyncio.Task[list[Trajectory]]] = field(default_factory=dict)
     _ages: dict[tuple[str, int], int] = field(default_factory=dict)
     _metrics: dict[str, float] = field(default_factory=dict)
@@ -166,21 +163,24 @@ class RolloutDriver:
         return await self.engine.run_groups(make_env, agent, seeds, config, env_id=env_id,
                                             on_done=on_done)
 
-    async def collect(self, t: Any) -> list[Trajectory]:
-        """The rollouts of step ``t.state.step``, launching the next N steps' in the background."""
-        from agentgym.trainers import loop
+    async def collect(self, step: int, next_seed: int) -> list[Trajectory]:
+        """The rollouts of step ``step``, launching the next N steps' in the background.
 
-        cfg, step = t.config, t.state.step
+        Args:
+            step: The training step (0-based).
+            next_seed: The first training seed of that step.
+        """
+        cfg = self.config
         if self.engine is not None and not self._synced:
-            await self.sync(t, bump=False)  # the workers start from the trainer's weights
+            await self.sync(bump=False)  # the workers start from the trainer's weights
 
         def launch(k: int) -> asyncio.Task[list[Trajectory]]:
-            first = t.state.next_seed + (k - step) * cfg.rollout.tasks_per_step
+            first = next_seed + (k - step) * cfg.rollout.tasks_per_step
             seeds = range(first, first + cfg.rollout.tasks_per_step)
             # Same sampling seed as the embedded loop gives step k.
-            return asyncio.ensure_future(loop._collect(
-                t, seeds, cfg.rollout.group_size, cfg.rollout.temperature,
-                seed=cfg.seed * 100_003 + k))
+            return asyncio.ensure_future(collect(
+                cfg, self.policy, seeds, cfg.rollout.group_size, cfg.rollout.temperature,
+                seed=cfg.seed * 100_003 + k, runner=self.run_groups))
 
         ahead = cfg.async_training.max_staleness if self.overlap else 0
         for k in range(step, min(step + ahead, cfg.steps - 1) + 1):
@@ -193,27 +193,25 @@ class RolloutDriver:
                                                       cfg.async_training.max_staleness)
         return trajs
 
-    async def update(self, t: Any, samples: list[Sample]) -> dict[str, float]:
+    async def update(self, samples: list[Sample], step: int) -> dict[str, float]:
         """The policy update (in a worker thread when overlapping, so generation goes on)."""
-        work = functools.partial(self._update, t, samples)
+        work = functools.partial(self._update, samples, step)
         if not self.overlap:
             return {**self._metrics, **work()}
-        if self.engine is None and t.policy.device.type == "cpu":
+        if self.engine is None and self.learner.device.type == "cpu":
             _split_cpu_threads()
         return {**self._metrics, **await asyncio.to_thread(work)}
 
-    def _update(self, t: Any, samples: list[Sample]) -> dict[str, float]:
-        from agentgym.trainers import loop
-
+    def _update(self, samples: list[Sample], step: int) -> dict[str, float]:
         extra: dict[str, float] = {}
         if self.overlap:
-            samples, extra = self._correct(t, samples)
+            samples, extra = self._correct(samples)
         if self.distributed is not None:
-            return {**extra, **self.distributed.update(t, samples)}
-        return {**extra, **loop._update(t, samples)}
+            return {**extra, **self.distributed.update(samples, step)}
+        return {**extra, **ppo_update(self.learner, samples, UpdateConfig.of(self.config),
+                                      step=step)}
 
-    def _correct(self, t: Any, samples: list[Sample]) -> tuple[list[Sample], dict[str, float]]:
-
+    def _correct(self, samples: list[Sample]) -> tuple[list[Sample], dict[str, float]]:
         ac = self.config.async_training
         stale = [i for i, s in enumerate(samples)
                  if self._ages.get((s.traj_id, s.step_index), 0) > 0]
@@ -221,28 +219,28 @@ class RolloutDriver:
         if not stale or ac.correction == "none":
             return samples, metrics
         old = [samples[i] for i in stale]
-        proximal = self.distributed.recompute(t, old) if self.distributed is not None \
-            else proximal_logprobs(t, old)
+        if self.distributed is not None:
+            proximal = self.distributed.recompute_all(old)
+        else:
+            proximal = ONE_PROCESS.recompute(self.learner, old, UpdateConfig.of(self.config))
         fixed, stats = importance_correct(old, proximal, ac.max_importance_weight)
         out = list(samples)
         for i, s in zip(stale, fixed, strict=True):
             out[i] = s
         return out, {**metrics, **stats}
 
-    async def sync(self, t: Any, bump: bool = True) -> None:
+    async def sync(self, bump: bool = True) -> None:
         """Push the trained weights to the generation copy (a new policy version)."""
-        from agentgym.trainers.checkpoint import trainable_state
-
         if bump:
             self.version += 1
         state = self.distributed.full_state() if self.distributed is not None \
-            else trainable_state(t.model)
+            else trainable_state(self.learner.model)
         if self.engine is not None:
             await self.engine.sync_weights(state, self.version)
         # The in-process policy: a generation copy to fill, or (Ray, one process) the
         # trained model itself, whose version is the one logged.
         copy_weights = self.engine is None or self.distributed is not None
-        t.policy.update_weights(state if copy_weights else [], version=self.version)
+        await self.policy.update_weights(state if copy_weights else [], version=self.version)
         self._synced = True
 
     async def aclose(self) -> None:
@@ -271,15 +269,23 @@ def _split_cpu_threads() -> None:
         torch.set_num_threads(max(1, cores // 2))
 
 
-def make_driver(t: Any) -> RolloutDriver | None:
+def make_driver(config: TrainConfig, state: TrainState, learner: Learner,
+                policy: TransformersPolicy) -> RolloutDriver | None:
     """The driver a config asks for, or None for the embedded loop.
 
     Sets up a separate generation copy of the weights when rollouts must not read the
-    weights being trained (async overlap or sharded training), and the Ray engine.
+    weights being trained (async overlap or sharded training), the Ray engine, and the
+    FSDP-sharded learner.
+
+    Args:
+        config: The run's config.
+        state: Where the run starts (its step is the first policy version).
+        learner: The freshly built (unsharded) learner.
+        policy: The generation backend sharing the learner's weights.
     """
     from agentgym.trainers import distributed
 
-    cfg = t.config
+    cfg = config
     multi = distributed.world_size() > 1
     if cfg.engine == "local" and not cfg.async_training.enabled and not multi:
         return None
@@ -287,39 +293,32 @@ def make_driver(t: Any) -> RolloutDriver | None:
         raise ConfigError("model.lora.enabled is not supported with engine=ray, async training "
                           "or multi-GPU updates yet; train every weight (model.lora.enabled="
                           "false) or use the embedded loop")
-    driver = RolloutDriver(cfg, version=t.state.step)
+    if multi and state.step > 0:
+        raise ConfigError("--resume is not supported for FSDP runs (the optimizer state is "
+                          "sharded); start a new run from the last checkpoint's weights "
+                          "with model.path=<checkpoint folder>")
     leader = distributed.rank() == 0
+    engine = None
     if cfg.engine == "ray" and leader:
         from agentgym.engines.ray_engine import RayEngine
 
         device = "cuda" if cfg.ray.generation_gpus > 0 else cfg.model.device
-        factory = functools.partial(_generation_policy, cfg.ray.generation_backend,
-                                    cfg.model.path, device, cfg.model.dtype,
-                                    cfg.model.max_batch_size, cfg.seed)
-        driver.engine = RayEngine(cfg.ray, generation=factory)
+        backend = {"transformers": "hf", "vllm": "vllm"}[cfg.ray.generation_backend]
+        factory = functools.partial(build_backend, f"{backend}:{cfg.model.path}",
+                                    options=BackendOptions(
+                                        device=device, dtype=cfg.model.dtype, seed=cfg.seed,
+                                        max_batch_size=cfg.model.max_batch_size))
+        engine = RayEngine(cfg.ray, generation=factory)
     if leader and (multi or (cfg.async_training.enabled and cfg.engine == "local")):
-        from agentgym.policies.hf import TransformersPolicy
-
         # Rollouts (and, sharded, checkpoints) read their own copy of the weights: the
         # trained ones change under them in a background update, or are sharded.
-        t.policy = TransformersPolicy(copy.deepcopy(t.model), t.policy.tokenizer,
-                                      max_batch_size=cfg.model.max_batch_size, seed=cfg.seed)
-    t.policy.policy_version = driver.version
+        policy = TransformersPolicy(copy.deepcopy(learner.model), policy.tokenizer,
+                                    max_batch_size=cfg.model.max_batch_size, seed=cfg.seed)
+    policy.policy_version = state.step
+    updater = None
     if multi:
-        driver.distributed = distributed.FSDPUpdater.wrap(t)
-    return driver
-
-
-def _generation_policy(backend: str, path: str, device: str, dtype: str, max_batch_size: int,
-                       seed: int) -> Any:
-    """Built inside a Ray generation worker."""
-    if backend == "vllm":
-        from agentgym.policies.models import embedded_model_dir
-        from agentgym.policies.vllm import VLLMPolicy
-
-        folder = str(embedded_model_dir()) if path in ("smollm2", "embedded") else path
-        return VLLMPolicy(folder, dtype=dtype)
-    from agentgym.policies.hf import TransformersPolicy
-
-    return TransformersPolicy.load(path, device=device, dtype=dtype,
-                                   max_batch_size=max_batch_size, seed=seed)
+        updater = distributed.FSDPUpdater.shard(learner.model, learner.reference,
+                                                learner.pad_token_id, cfg)
+        learner = updater.learner
+    return RolloutDriver(cfg, policy, learner, engine=engine, distributed=updater,
+                         version=state.step)

@@ -66,6 +66,30 @@ def save(run_dir: Path, state: TrainState, model: torch.nn.Module,
     return final
 
 
+@dataclass(frozen=True)
+class Checkpointer:
+    """Writes a run's checkpoints on schedule.
+
+    Attributes:
+        run_dir: The run folder (checkpoints go to ``<run_dir>/checkpoints/``).
+        every: Save every this many steps (and at the last step).
+        keep: How many complete checkpoints to keep.
+    """
+
+    run_dir: Path
+    every: int
+    keep: int = 2
+
+    def due(self, step: int, *, last: int) -> bool:
+        """Whether step ``step`` (1-based, of ``last``) is saved."""
+        return step % self.every == 0 or step == last
+
+    def save(self, state: TrainState, model: torch.nn.Module,
+             optimizer: torch.optim.Optimizer) -> Path:
+        """:func:`save` into this run's folder."""
+        return save(self.run_dir, state, model, optimizer, keep=self.keep)
+
+
 def latest(run_dir: Path) -> Path | None:
     """The newest complete checkpoint folder, or None."""
     done = sorted(p for p in (Path(run_dir) / "checkpoints").glob("step-*")

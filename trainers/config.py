@@ -20,7 +20,7 @@ from typing import Any, Literal, get_args, get_origin
 import yaml
 
 from agentgym.context import SummarizeConfig
-from agentgym.engines.config import AsyncConfig, DistributedConfig, RayConfig
+from agentgym.engines.config import RayConfig
 from agentgym.errors import ConfigError, did_you_mean
 from agentgym.trainers.supo import SUPOOptions
 
@@ -233,6 +233,45 @@ class SuiteEvalConfig:
 
 
 @dataclass(frozen=True)
+class AsyncConfig:
+    """Overlap generation with the policy update (one-step-off / bounded staleness)."""
+
+    enabled: bool = False
+    """Collect the next steps' rollouts while the trainer updates (off: strictly on-policy)."""
+    max_staleness: int = 1
+    """N: rollouts may be collected up to N steps ahead, and a trajectory with a step sampled
+    more than N policy versions before the update is dropped (1 = one-step-off)."""
+    correction: Literal["importance", "none"] = "importance"
+    """How stale steps within the bound are trained: truncated importance weights toward the
+    current policy (decoupled PPO), or as if on-policy."""
+    max_importance_weight: float = 2.0
+    """Truncation cap of the importance weight (stable default; 1 never up-weights)."""
+
+    def __post_init__(self) -> None:
+        if self.max_staleness < 1:
+            raise ConfigError(f"async_training.max_staleness must be >= 1, got "
+                              f"{self.max_staleness}; disable overlap with "
+                              "async_training.enabled=false instead")
+        if self.max_importance_weight < 1:
+            raise ConfigError(f"async_training.max_importance_weight must be >= 1, got "
+                              f"{self.max_importance_weight}")
+
+
+@dataclass(frozen=True)
+class DistributedConfig:
+    """Multi-GPU policy updates with FSDP (launch with torchrun; see docs/scale-out.md)."""
+
+    gradient_checkpointing: bool = False
+    """Recompute activations in the backward pass (less memory, ~30% more compute)."""
+    reshard_after_forward: bool = True
+    """FSDP: free gathered parameters after the forward (ZeRO-3); False keeps them (ZeRO-2)."""
+    mixed_precision: Literal["none", "bfloat16"] = "none"
+    """FSDP parameter dtype in forward/backward (gradients reduced in float32)."""
+    backend: Literal["auto", "nccl", "gloo"] = "auto"
+    """torch.distributed backend (auto: nccl with CUDA, else gloo)."""
+
+
+@dataclass(frozen=True)
 class TrainConfig:
     """A training run."""
 
@@ -274,10 +313,12 @@ class TrainConfig:
     """FSDP settings for multi-GPU updates (read when launched with torchrun)."""
 
     def __post_init__(self) -> None:
+        from agentgym.trainers.advantages import estimator_info
+
+        info = estimator_info(self.algorithm.estimator)  # unknown names: did-you-mean now
         checks = [
             (self.steps >= 1, "steps must be >= 1"),
-            (self.rollout.group_size >= 2
-             or self.algorithm.estimator not in ("grpo", "rloo", "gigpo", "hgpo", "salt"),
+            (self.rollout.group_size >= 2 or not info.group_baseline,
              f"rollout.group_size must be >= 2 for a group baseline, got "
              f"{self.rollout.group_size}; set rollout.group_size=4"),
             (self.rollout.tasks_per_step >= 1, "rollout.tasks_per_step must be >= 1"),
@@ -292,16 +333,17 @@ class TrainConfig:
             if not ok:
                 raise ConfigError(message)
         k = self.algorithm.options.get("history_length")
-        if self.algorithm.estimator == "hgpo":
+        if "history_length" in info.needs:
+            name = info.name
             if self.rollout.context == "full" and k is None:
                 raise ConfigError(
-                    "hgpo needs the history length K: set rollout.context=window (HGPO then reads "
-                    "rollout.history_length) or algorithm.options.history_length")
+                    f"{name} needs the history length K: set rollout.context=window ({name} "
+                    "then reads rollout.history_length) or algorithm.options.history_length")
             if self.rollout.context == "window" and k is not None \
                     and k != self.rollout.history_length:
                 raise ConfigError(
                     f"algorithm.options.history_length={k} differs from rollout.history_length="
-                    f"{self.rollout.history_length}; HGPO must group by the K the prompts used")
+                    f"{self.rollout.history_length}; {name} must group by the K the prompts used")
 
 
 def from_dict(cls: type[Any], data: Mapping[str, Any], where: str = "") -> Any:

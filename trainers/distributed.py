@@ -31,15 +31,15 @@ import argparse
 import os
 from collections.abc import Sequence
 from dataclasses import replace
-from types import SimpleNamespace
 from typing import Any
 
-import numpy as np
 import torch
 
 from agentgym.errors import ConfigError
-from agentgym.trainers.batching import Sample, micro_batches
-from agentgym.trainers.metrics import weighted_mean
+from agentgym.trainers.batching import MicroBatch, Sample, micro_batches
+from agentgym.trainers.config import TrainConfig
+from agentgym.trainers.loss import token_logprobs
+from agentgym.trainers.update import Learner, Stats, UpdateConfig, ppo_update
 
 
 def world_size() -> int:
@@ -105,54 +105,49 @@ def shard_model(model: torch.nn.Module, gradient_checkpointing: bool = False,
 
 
 class FSDPUpdater:
-    """The sharded model, its optimizer, and the rank-0 → all-ranks command channel.
+    """The sharded learner, the rank-0 → all-ranks command channel, and the FSDP sharding.
+
+    It is the :class:`~agentgym.trainers.update.Sharding` that every rank runs
+    :func:`~agentgym.trainers.update.ppo_update` with.
 
     Args:
-        model: The FSDP-sharded model.
-        optimizer: AdamW over its (sharded) parameters.
-        device: Where micro-batches go.
+        learner: The FSDP-sharded model and its optimizer.
+        config: The update settings.
     """
 
-    def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-                 device: torch.device) -> None:
-        self.model, self.optimizer, self.device = model, optimizer, device
+    def __init__(self, learner: Learner, config: UpdateConfig) -> None:
+        self.learner, self.config = learner, config
         self.rank, self.world = rank(), world_size()
 
     @classmethod
-    def wrap(cls, t: Any) -> FSDPUpdater:
-        """Shard ``t.model`` and give it a fresh optimizer.
+    def shard(cls, model: torch.nn.Module, reference: torch.nn.Module | None, pad_token_id: int,
+              config: TrainConfig) -> FSDPUpdater:
+        """Shard (a copy of the weights in) ``model`` and give it a fresh optimizer.
 
-        On rank 0, ``t.model`` becomes the generation copy (full weights, synced after each
-        update), which checkpoints and evaluation read.
+        Raises:
+            ConfigError: Resuming (the optimizer state would be sharded).
         """
-        cfg = t.config
-        if t.state.step > 0:
-            raise ConfigError("--resume is not supported for FSDP runs (the optimizer state is "
-                              "sharded); start a new run from the last checkpoint's weights "
-                              "with model.path=<checkpoint folder>")
-        d = cfg.distributed
+        d = config.distributed
         device = torch.device(f"cuda:{torch.cuda.current_device()}") \
-            if cfg.model.device.startswith("cuda") else torch.device(cfg.model.device)
-        model = shard_model(t.model.to(device), d.gradient_checkpointing,
-                            d.reshard_after_forward, d.mixed_precision)
-        optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad],
-                                      lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay)
-        t.optimizer = optimizer
-        if rank() == 0:
-            t.model = t.policy.model  # full weights for checkpoints and evaluation
-        return cls(model, optimizer, device)
+            if config.model.device.startswith("cuda") else torch.device(config.model.device)
+        sharded = shard_model(model.to(device), d.gradient_checkpointing,
+                              d.reshard_after_forward, d.mixed_precision)
+        optimizer = torch.optim.AdamW([p for p in sharded.parameters() if p.requires_grad],
+                                      lr=config.optim.lr, weight_decay=config.optim.weight_decay)
+        return cls(Learner(sharded, optimizer, reference, device, pad_token_id),
+                   UpdateConfig.of(config))
 
     # -- rank 0 calls these; every other rank mirrors them in serve() --------------------
 
-    def update(self, t: Any, samples: list[Sample]) -> dict[str, float]:
+    def update(self, samples: list[Sample], step: int) -> dict[str, float]:
         """One PPO-clip update on all ranks; returns rank-0 metrics over all samples."""
-        self._send(("update", samples))
-        return self._update(t, samples)
+        self._send(("update", (samples, step)))
+        return ppo_update(self.learner, samples, self.config, step=step, sharding=self)
 
-    def recompute(self, t: Any, samples: list[Sample]) -> list[Sample]:
+    def recompute_all(self, samples: list[Sample]) -> list[Sample]:
         """Samples with ``completion_logprobs`` from the current weights (all ranks work)."""
         self._send(("recompute", samples))
-        return self._recompute(t, samples)
+        return self.recompute(self.learner, samples, self.config)
 
     def full_state(self) -> dict[str, torch.Tensor]:
         """The full weights, gathered on rank 0 (CPU)."""
@@ -164,16 +159,17 @@ class FSDPUpdater:
         if self.world > 1 and self.rank == 0:
             self._send(("stop", None))
 
-    def serve(self, t: Any) -> None:
+    def serve(self) -> None:
         """Ranks > 0: do what rank 0 asks until it stops."""
         while True:
             command, payload = self._send(None)
             if command == "stop":
                 return
             if command == "update":
-                self._update(t, payload)
+                samples, step = payload
+                ppo_update(self.learner, samples, self.config, step=step, sharding=self)
             elif command == "recompute":
-                self._recompute(t, payload)
+                self.recompute(self.learner, payload, self.config)
             elif command == "state":
                 self._full_state()
 
@@ -184,107 +180,73 @@ class FSDPUpdater:
         dist.broadcast_object_list(box, src=0)
         return box[0]
 
-    # -- collective work -------------------------------------------------------------------
-
     def _full_state(self) -> dict[str, torch.Tensor]:
         from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
-        return get_model_state_dict(self.model, options=StateDictOptions(
+        return get_model_state_dict(self.learner.model, options=StateDictOptions(
             full_state_dict=True, cpu_offload=True))
 
-    def _batches(self, t: Any, part: list[Sample]) -> list[tuple[Any, float]]:
+    # -- the Sharding of ppo_update (collective: every rank calls these in step) -----------
+
+    def micro_batches(self, part: list[Sample], max_tokens: int, pad_id: int
+                      ) -> list[tuple[MicroBatch, float]]:
         """This rank's micro-batches of one mini-batch, with global normalizers.
 
-        Padded to the largest count over ranks with zero-weight repeats.
+        Scaled by the world size (FSDP averages gradients); padded to the largest count over
+        ranks with zero-scale repeats.
         """
         import torch.distributed as dist
 
-        pad = t.policy.tokenizer.pad_token_id
         mine = [part[i] for i in shard_samples(part, self.rank, self.world)]
-        limit = t.config.optim.max_tokens_per_micro_batch
         tokens, seqs = sum(s.num_completion_tokens for s in part), len(part)
         out = [(replace(mb, global_tokens=tokens, global_sequences=seqs), float(self.world))
-               for mb in (micro_batches(mine, limit, pad) if mine else [])]
-        count = torch.tensor([len(out)], device=self.device)
+               for mb in (micro_batches(mine, max_tokens, pad_id) if mine else [])]
+        count = torch.tensor([len(out)], device=self.learner.device)
         dist.all_reduce(count, op=dist.ReduceOp.MAX)
-        filler = replace(micro_batches(part[:1], limit, pad)[0], global_tokens=max(tokens, 1),
-                         global_sequences=seqs)
+        filler = replace(micro_batches(part[:1], max_tokens, pad_id)[0],
+                         global_tokens=max(tokens, 1), global_sequences=seqs)
         return out + [(filler, 0.0)] * (int(count) - len(out))
 
-    def _update(self, t: Any, samples: list[Sample]) -> dict[str, float]:
+    def sum_losses(self, total: float) -> float:
+        """The mini-batch loss summed over ranks."""
         import torch.distributed as dist
 
-        from agentgym.trainers import loop
+        out = torch.tensor(total, dtype=torch.float64, device=self.learner.device)
+        dist.all_reduce(out)
+        return float(out)
 
-        cfg = t.config
-        if not samples:
-            return {"loss": 0.0}
-        if cfg.loss.recompute_logprobs:
-            samples = self._recompute(t, samples)
-        shim = SimpleNamespace(config=cfg, model=self.model, reference=t.reference)
-        params = [p for p in self.model.parameters() if p.requires_grad]
-        stats, norms, losses = [], [], []
-        self.model.train()
-        order = np.random.default_rng([cfg.seed, t.state.step])  # same order on every rank
-        for _ in range(cfg.optim.epochs):
-            shuffled = [samples[i] for i in order.permutation(len(samples))]
-            for idx in np.array_split(np.arange(len(shuffled)), cfg.optim.mini_batches):
-                if len(idx) == 0:
-                    continue
-                self.optimizer.zero_grad(set_to_none=True)
-                total = torch.zeros((), dtype=torch.float64, device=self.device)
-                for mb, scale in self._batches(t, [shuffled[i] for i in idx]):
-                    loss, mb_stats = loop._micro_batch_loss(shim, mb.to(self.device))
-                    (loss * scale).backward()
-                    if scale:
-                        total += float(loss.detach())
-                        stats.append((vars(mb_stats), float(mb_stats.num_tokens)))
-                dist.all_reduce(total)
-                clip = cfg.optim.grad_clip if cfg.optim.grad_clip > 0 else float("inf")
-                norms.append(float(torch.nn.utils.clip_grad_norm_(params, clip)))
-                self.optimizer.step()
-                losses.append(float(total))
-        self.model.eval()
+    def gather_stats(self, stats: Stats) -> Stats:
+        """Every rank's micro-batch statistics."""
+        import torch.distributed as dist
+
         everyone: list[Any] = [None] * self.world
         dist.all_gather_object(everyone, stats)
-        out = weighted_mean([s for part in everyone for s in part])
-        out.pop("num_tokens", None)
-        return {**out, "loss": float(np.mean(losses)), "grad_norm": float(np.mean(norms))}
+        return [s for part in everyone for s in part]
 
     @torch.no_grad()
-    def _recompute(self, t: Any, samples: list[Sample]) -> list[Sample]:
+    def recompute(self, learner: Learner, samples: list[Sample], config: UpdateConfig
+                  ) -> list[Sample]:
+        """π_old log-probs of the current weights, each rank scoring its share."""
         import torch.distributed as dist
 
-        from agentgym.trainers.loss import token_logprobs
-
+        device = learner.device
         mine = shard_samples(samples, self.rank, self.world)
-        count = torch.tensor([len(mine)], device=self.device)
+        count = torch.tensor([len(mine)], device=device)
         dist.all_reduce(count, op=dist.ReduceOp.MAX)
         found: dict[int, tuple[float, ...]] = {}
         for k in range(int(count)):  # same number of forwards on every rank
             i = mine[k] if k < len(mine) else 0
-            ids = torch.tensor([samples[i].input_ids], device=self.device)
-            mask = torch.zeros((1, ids.shape[1] - 1), device=self.device)
+            ids = torch.tensor([samples[i].input_ids], device=device)
+            mask = torch.zeros((1, ids.shape[1] - 1), device=device)
             mask[0, samples[i].prompt_len - 1:] = 1.0  # completion targets only
-            logprobs, _ = token_logprobs(self.model, ids, torch.ones_like(ids),
-                                         t.config.rollout.temperature, mask=mask)
+            logprobs, _ = token_logprobs(learner.model, ids, torch.ones_like(ids),
+                                         config.temperature, mask=mask)
             if k < len(mine):
                 found[i] = tuple(logprobs[0, samples[i].prompt_len - 1:].float().tolist())
         everyone: list[Any] = [None] * self.world
         dist.all_gather_object(everyone, found)
         merged = {i: v for part in everyone for i, v in part.items()}
         return [replace(s, completion_logprobs=merged[i]) for i, s in enumerate(samples)]
-
-
-async def sync_vllm(policy: Any, state: dict[str, torch.Tensor], version: int) -> int:
-    """Load gathered weights into an in-process :class:`~agentgym.policies.vllm.VLLMPolicy`.
-
-    vLLM's own ``load_weights`` maps Hugging Face names (fused qkv / gate_up included); the
-    prefix cache is reset because cached KV came from the old weights.
-    """
-    await policy.update_weights(list(state.items()))
-    policy.policy_version = version
-    return version
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -305,9 +267,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         else:  # followers keep their files apart and do only the collective work
             follower = replace(config, run_dir=os.path.join(config.run_dir, f".rank{me}"),
                                tensorboard=False, engine="local")
-            t = build(follower)
-            t.driver.distributed.serve(t)
-            t.log.close()
+            run = build(follower)
+            assert run.driver is not None and run.driver.distributed is not None
+            run.driver.distributed.serve()
+            run.log.close()
     finally:
         import torch.distributed as dist
 

@@ -8,14 +8,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from agentgym.evaluation.metrics import succeeded
 from agentgym.types import Group, Trajectory
 
-
-def succeeded(traj: Trajectory) -> bool:
-    """The env's ``success`` flag on the last step, else a positive outcome reward."""
-    if traj.steps and "success" in traj.steps[-1].result.info:
-        return bool(traj.steps[-1].result.info["success"])
-    return (traj.outcome_reward or 0.0) > 0
+__all__ = ["MetricsLog", "is_zero_variance", "read_metrics", "rollout_metrics", "succeeded",
+           "weighted_mean"]
 
 
 def is_zero_variance(group: Group) -> bool:

@@ -28,7 +28,7 @@ import json
 import shutil
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -127,12 +127,21 @@ class ProgressFitter:
 
     # -- inside the training loop ---------------------------------------------------------
 
-    async def on_groups(self, trainer: Any, groups: Sequence[Group],
-                        metrics: dict[str, float]) -> list[Group]:
-        """Explore (first step), measure, buffer, refresh, annotate (module docstring)."""
-        step, start = trainer.state.step, time.perf_counter()
+    async def on_groups(self, step: int, groups: Sequence[Group], metrics: dict[str, float],
+                        explore: Callable[[range], Awaitable[list[Trajectory]]]
+                        ) -> list[Group]:
+        """Explore (first step), measure, buffer, refresh, annotate (module docstring).
+
+        Args:
+            step: The training step (0-based) these groups belong to.
+            groups: The step's groups.
+            metrics: The step's metrics, updated in place with ``progress/*``.
+            explore: Rolls out groups of the given seeds with the current policy (the
+                exploration phase, on the first call).
+        """
+        start = time.perf_counter()
         if not self.explored:
-            metrics.update(await self._explore(trainer))
+            metrics.update(await self._explore(explore))
         trajs = [t for g in groups for t in g.trajectories]
         scores = self.score(trajs)
         ok = [i for i, t in enumerate(trajs) if t.scorable and t.steps]
@@ -160,16 +169,14 @@ class ProgressFitter:
             out.append(replace(g, trajectories=tuple(annotated)))
         return out
 
-    async def _explore(self, trainer: Any) -> dict[str, float]:
-        from agentgym.trainers.loop import _collect
-
+    async def _explore(self, explore: Callable[[range], Awaitable[list[Trajectory]]]
+                       ) -> dict[str, float]:
         self.explored = True
-        cfg, run = self.config, trainer.config
+        cfg = self.config
         if not cfg.explore_tasks:
             return {}
         seeds = range(cfg.explore_first_seed, cfg.explore_first_seed + cfg.explore_tasks)
-        trajs = await _collect(trainer, seeds, run.rollout.group_size, run.rollout.temperature,
-                               seed=run.seed * 100_003 + 99_991)
+        trajs = await explore(seeds)
         self.buffer.extend(Group.from_trajectories(trajs))
         losses = self.fit([t for t in trajs if t.scorable], cfg.explore_epochs, rng_key=(1 << 30,))
         return {"progress/explore_trajectories": float(len(trajs)),
@@ -209,12 +216,14 @@ class ProgressFitter:
 
 def build_fitter(config: TrainConfig, policy_model: Any, resume_from: Path | None
                  ) -> ProgressFitter | None:
-    """The run's fitter when ``algorithm.estimator`` is ``spa`` (else None).
+    """The run's fitter when the estimator needs a progress model (SPA), else None.
 
     Call it with the freshly loaded policy (before LoRA wraps it): ``progress.model=policy``
     copies those initial weights. ``resume_from`` is the run checkpoint being resumed.
     """
-    if config.algorithm.estimator != "spa":
+    from agentgym.trainers.advantages import estimator_info
+
+    if "progress_model" not in estimator_info(config.algorithm.estimator).needs:
         return None
     cfg = config.progress
     if cfg.model == "policy":

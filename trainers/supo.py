@@ -45,10 +45,6 @@ from agentgym.types import Group, Step, Trajectory
 if TYPE_CHECKING:
     from agentgym.trainers.batching import Sample
 
-TRAJECTORY_LEVEL = frozenset({"grpo", "rloo"})
-"""Estimators whose advantage is one value per trajectory (plus the per-step λ)."""
-
-
 @dataclass(frozen=True)
 class SUPOOptions:
     """How summarized rollouts are trained (used when ``rollout.context`` is ``summarize``)."""
@@ -66,13 +62,16 @@ def check_estimator(name: str, options: SUPOOptions) -> None:
     Raises:
         ConfigError: ``name`` is not trajectory-level and ``options.step_level`` is ``error``.
     """
-    if name in TRAJECTORY_LEVEL or options.step_level == "per_step":
+    from agentgym.trainers.advantages import estimator_info, estimator_names
+
+    if estimator_info(name).level == "trajectory" or options.step_level == "per_step":
         return
+    shared = [n for n in estimator_names() if estimator_info(n).level == "trajectory"]
     raise ConfigError(
         f"estimator {name!r} gives step-level advantages, but SUPO (rollout.context=summarize) "
-        f"shares one rollout advantage across its sequences; use one of "
-        f"{sorted(TRAJECTORY_LEVEL)}, or set algorithm.supo.step_level=per_step to give each "
-        "turn its own step advantage inside the packed sequences (see docs/supo.md)")
+        f"shares one rollout advantage across its sequences; use one of {shared}, or set "
+        "algorithm.supo.step_level=per_step to give each turn its own step advantage inside "
+        "the packed sequences (see docs/supo.md)")
 
 
 def is_overlong(traj: Trajectory) -> bool:

@@ -1,8 +1,8 @@
-"""Settings of the scale-out paths: Ray workers, async training, multi-GPU updates.
+"""Settings of the Ray rollout engine.
 
-Plain frozen dataclasses (no Ray, no torch), so :mod:`agentgym.trainers.config` can nest them
-in :class:`~agentgym.trainers.config.TrainConfig` as the ``ray``, ``async_training`` and
-``distributed`` sections. ``docs/scale-out.md`` explains how they fit together.
+A plain frozen dataclass (no Ray import), so a training config can nest it as its ``ray``
+section; the trainer's own scale-out settings (``async_training``, ``distributed``) live in
+:mod:`agentgym.trainers.config`. ``docs/scale-out.md`` explains how they fit together.
 """
 
 from __future__ import annotations
@@ -57,42 +57,3 @@ class RayConfig:
         if self.max_worker_failures < 0:
             raise ConfigError(f"ray.max_worker_failures must be >= 0, got "
                               f"{self.max_worker_failures}")
-
-
-@dataclass(frozen=True)
-class AsyncConfig:
-    """Overlap generation with the policy update (one-step-off / bounded staleness)."""
-
-    enabled: bool = False
-    """Collect the next steps' rollouts while the trainer updates (off: strictly on-policy)."""
-    max_staleness: int = 1
-    """N: rollouts may be collected up to N steps ahead, and a trajectory with a step sampled
-    more than N policy versions before the update is dropped (1 = one-step-off)."""
-    correction: Literal["importance", "none"] = "importance"
-    """How stale steps within the bound are trained: truncated importance weights toward the
-    current policy (decoupled PPO), or as if on-policy."""
-    max_importance_weight: float = 2.0
-    """Truncation cap of the importance weight (stable default; 1 never up-weights)."""
-
-    def __post_init__(self) -> None:
-        if self.max_staleness < 1:
-            raise ConfigError(f"async_training.max_staleness must be >= 1, got "
-                              f"{self.max_staleness}; disable overlap with "
-                              "async_training.enabled=false instead")
-        if self.max_importance_weight < 1:
-            raise ConfigError(f"async_training.max_importance_weight must be >= 1, got "
-                              f"{self.max_importance_weight}")
-
-
-@dataclass(frozen=True)
-class DistributedConfig:
-    """Multi-GPU policy updates with FSDP (launch with torchrun; see docs/scale-out.md)."""
-
-    gradient_checkpointing: bool = False
-    """Recompute activations in the backward pass (less memory, ~30% more compute)."""
-    reshard_after_forward: bool = True
-    """FSDP: free gathered parameters after the forward (ZeRO-3); False keeps them (ZeRO-2)."""
-    mixed_precision: Literal["none", "bfloat16"] = "none"
-    """FSDP parameter dtype in forward/backward (gradients reduced in float32)."""
-    backend: Literal["auto", "nccl", "gloo"] = "auto"
-    """torch.distributed backend (auto: nccl with CUDA, else gloo)."""

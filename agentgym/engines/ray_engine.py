@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import inspect
 import os
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -41,7 +40,7 @@ from agentgym.engines.config import RayConfig
 from agentgym.engines.versioned import VersionedAgent
 from agentgym.env import Env
 from agentgym.errors import AgentGymError, ConfigError, MissingExtraError
-from agentgym.policies.base import Completion, GenerationRequest, Policy
+from agentgym.policies.base import Completion, GenerationRequest, Policy, TrainablePolicy
 from agentgym.rollout import LMAgent, RolloutConfig, run_groups
 from agentgym.types import Trajectory
 
@@ -92,7 +91,7 @@ class GenerationWorker:
         factory: Builds the :class:`~agentgym.policies.base.Policy` in this process.
     """
 
-    def __init__(self, factory: Callable[[], Policy]) -> None:
+    def __init__(self, factory: Callable[[], TrainablePolicy]) -> None:
         self.policy = factory()
 
     def node(self) -> tuple[str, int]:
@@ -105,11 +104,7 @@ class GenerationWorker:
 
     async def update_weights(self, state: Mapping[str, Any], version: int) -> int:
         """Load ``state`` (name -> tensor) and set the policy version; returns it."""
-        out = self.policy.update_weights(list(state.items()))
-        if inspect.isawaitable(out):  # vLLM's is async; transformers' waits on a lock
-            await out
-        self.policy.policy_version = version
-        return version
+        return await self.policy.update_weights(list(state.items()), version=version)
 
 
 class RemotePolicy:
@@ -138,7 +133,7 @@ class RemotePolicy:
 def _set_started(agent: Any, number: int) -> None:
     inner = agent.agent if isinstance(agent, VersionedAgent) else agent
     if isinstance(inner, LMAgent):
-        inner._started = number
+        inner.episodes_started = number
 
 
 class RayEngine:
@@ -345,7 +340,7 @@ class RayEngine:
 
 def _started_of(agent: Any) -> int:
     inner = agent.agent if isinstance(agent, VersionedAgent) else agent
-    return getattr(inner, "_started", 0) if isinstance(inner, LMAgent) else 0
+    return inner.episodes_started if isinstance(inner, LMAgent) else 0
 
 
 def _error(seed: int, env_id: str | None, message: str) -> Trajectory:

@@ -2,7 +2,7 @@
 
 Error trajectories (infrastructure faults) are counted in ``error_rate`` and left out of
 every score: they are never a failure. Success is the env's ``success`` flag on the last
-step, else a positive outcome reward (the trainers' rule, shared).
+step, else a positive outcome reward (:func:`succeeded`; the trainers use the same rule).
 """
 
 from __future__ import annotations
@@ -12,11 +12,17 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentgym.evaluation.passk import mean_avg_at_k, mean_pass_at_k
-from agentgym.trainers.metrics import succeeded
 from agentgym.types import Trajectory
 
 KEY_SEP = "|"
 """Separates the entry label from the seed in an eval trajectory's ``group_id``."""
+
+
+def succeeded(traj: Trajectory) -> bool:
+    """The env's ``success`` flag on the last step, else a positive outcome reward."""
+    if traj.steps and "success" in traj.steps[-1].result.info:
+        return bool(traj.steps[-1].result.info["success"])
+    return (traj.outcome_reward or 0.0) > 0
 
 
 def group_id(label: str, seed: int) -> str:

@@ -25,9 +25,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from agentgym.evaluation.metrics import succeeded
 from agentgym.evaluation.viewer_page import PAGE
 from agentgym.files import atomic_write, refuse_overwrite
-from agentgym.trainers.metrics import succeeded
 from agentgym.types import Trajectory
 
 SCREENSHOT_KEY = "screenshot_png"

@@ -11,7 +11,7 @@ token ids and the behaviour log-prob of every sampled token, when the backend ca
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -129,4 +129,30 @@ class Policy(Protocol):
 
     async def aclose(self) -> None:
         """Release the model, sessions and servers; idempotent."""
+        ...
+
+
+@runtime_checkable
+class TrainablePolicy(Policy, Protocol):
+    """A generation backend whose weights the trainer updates in place (RL training).
+
+    Attributes:
+        policy_version: Version of the weights it samples with; recorded in every
+            :class:`Completion` and bumped by :meth:`update_weights`.
+    """
+
+    policy_version: int
+
+    async def update_weights(self, named_tensors: Mapping[str, Any]
+                             | Iterable[tuple[str, Any]], *, version: int | None = None) -> int:
+        """Load new weights (named as in the model's ``state_dict``) and set the version.
+
+        Args:
+            named_tensors: ``{name: tensor}`` or ``(name, tensor)`` pairs; empty when the
+                backend already shares the trained weights (then only the version moves).
+            version: The new :attr:`policy_version` (default: the current one + 1).
+
+        Returns:
+            The new policy version.
+        """
         ...

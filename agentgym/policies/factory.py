@@ -1,42 +1,46 @@
 """Build an agent from a command-line policy spec.
 
-Specs: ``random``, ``scripted`` or ``expert`` (model-free; the env's own expert);
-``smollm2`` (the embedded model) or ``hf:PATH`` (a local Hugging Face model) on the
-transformers backend; ``vllm:PATH`` (the same on an in-process vLLM engine, GPU only);
-``openai:URL`` (any OpenAI-compatible server; name the model with ``model``).
+Specs: ``random``, ``scripted`` or ``expert`` (model-free; the env's own expert), or a
+generation backend from :mod:`agentgym.policies.backends`: ``smollm2`` (the embedded model)
+or ``hf:PATH`` (a local Hugging Face model) on transformers; ``vllm:PATH`` (an in-process
+vLLM engine, GPU only); ``openai:URL`` (any OpenAI-compatible server; name the model with
+``model``); or a plug-in's ``NAME:TARGET``.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from agentgym.errors import ConfigError
+from agentgym.errors import ConfigError, did_you_mean
+from agentgym.policies.backends import BackendOptions, backend_specs, build_backend, resolve
 from agentgym.policies.base import Policy, SamplingParams
-from agentgym.policies.simple import RandomPolicy, ScriptedPolicy
+from agentgym.policies.simple import RandomAgent, ScriptedAgent
 
 if TYPE_CHECKING:  # agentgym.context imports this package
     from agentgym.context import ContextConfig
 
-SPECS = ("random", "scripted", "expert", "smollm2", "hf:PATH", "vllm:PATH", "openai:URL")
+MODEL_FREE = ("random", "scripted", "expert")
+"""Specs of agents that need no model."""
+
+
+def policy_specs() -> list[str]:
+    """Every spec ``make_agent`` accepts, for help texts and error messages."""
+    return [*MODEL_FREE, *backend_specs()]
 
 
 def make_policy_backend(spec: str, *, model: str | None = None, device: str = "cpu") -> Policy:
-    """The generation backend a model spec names (imports torch or aiohttp on demand)."""
-    if spec in ("smollm2", "embedded") or spec.startswith("hf:"):
-        from agentgym.policies.hf import TransformersPolicy
+    """The generation backend a model spec names (see :mod:`agentgym.policies.backends`).
 
-        return TransformersPolicy.load(spec.removeprefix("hf:"), device=device)
-    if spec.startswith("vllm:"):
-        from agentgym.policies.vllm import VLLMPolicy
-
-        return VLLMPolicy(spec.removeprefix("vllm:"))
-    if spec.startswith("openai:"):
-        from agentgym.policies.openai import OpenAIPolicy
-
-        if not model:
-            raise ConfigError("an openai: policy needs the served model's name; pass --model NAME")
-        return OpenAIPolicy(spec.removeprefix("openai:"), model)
-    raise ConfigError(f"unknown policy {spec!r}; choose one of {', '.join(SPECS)}")
+    Raises:
+        ConfigError: An unknown spec (listing every accepted one) or a bad target.
+    """
+    try:
+        resolve(spec)
+    except ConfigError:
+        specs = policy_specs()
+        raise ConfigError(f"unknown policy {spec!r}; choose one of {', '.join(specs)}"
+                          f"{did_you_mean(spec, specs)}") from None
+    return build_backend(spec, options=BackendOptions(model=model, device=device))
 
 
 def make_agent(spec: str, *, seed: int | None = None, sampling: SamplingParams | None = None,
@@ -47,8 +51,8 @@ def make_agent(spec: str, *, seed: int | None = None, sampling: SamplingParams |
     from agentgym.rollout import LMAgent
 
     if spec == "random":
-        return RandomPolicy(seed)
+        return RandomAgent(seed)
     if spec in ("scripted", "expert"):
-        return ScriptedPolicy()
+        return ScriptedAgent()
     backend = make_policy_backend(spec, model=model, device=device)
     return LMAgent(backend, context or ContextConfig(), sampling or SamplingParams(seed=seed))

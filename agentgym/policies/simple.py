@@ -18,7 +18,7 @@ from agentgym.errors import ConfigError
 from agentgym.types import Message, StepTokens, ToolCall
 
 
-class RandomPolicy:
+class RandomAgent:
     """Calls a uniformly random tool with arguments sampled from its JSON schema.
 
     Args:
@@ -68,7 +68,7 @@ class RandomPolicy:
         return "".join(self.rng.choice(letters, size=int(self.rng.integers(1, 12))))
 
 
-class ScriptedPolicy:
+class ScriptedAgent:
     """Plays the env's own expert: ``env.expert_action()`` (an optional env method).
 
     The method returns the next action as a ``Message``, or an awaitable of one. The
@@ -99,3 +99,9 @@ class _Episode:
 
     def observe(self, observation: Sequence[Message]) -> None:
         pass
+
+
+# The names before these agents were called agents (they hold no model: they are agents, not
+# generation backends); kept so that existing scripts keep working.
+RandomPolicy = RandomAgent
+ScriptedPolicy = ScriptedAgent

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from agentgym.errors import MissingExtraError
@@ -102,11 +102,20 @@ class VLLMPolicy:
                                max_tokens=params.max_tokens, stop=list(params.stop) or None,
                                include_stop_str_in_output=True, seed=params.seed, logprobs=0)
 
-    async def update_weights(self, named_tensors: Iterable[tuple[str, Any]]) -> None:
-        """Load new weights into the engine and bump ``policy_version``."""
-        await self.engine.collective_rpc("agentgym_load_weights", args=(list(named_tensors),))
-        await self.engine.reset_prefix_cache()  # cached KV came from the old weights
-        self.policy_version += 1
+    async def update_weights(self, named_tensors: Mapping[str, Any] | Iterable[tuple[str, Any]],
+                             *, version: int | None = None) -> int:
+        """Load new weights into the engine and set ``policy_version`` (default: + 1).
+
+        vLLM's own ``load_weights`` maps Hugging Face names (fused qkv / gate_up included);
+        the prefix cache is reset because cached KV came from the old weights.
+        """
+        items = list(named_tensors.items() if isinstance(named_tensors, Mapping)
+                     else named_tensors)
+        if items:
+            await self.engine.collective_rpc("agentgym_load_weights", args=(items,))
+            await self.engine.reset_prefix_cache()
+        self.policy_version = self.policy_version + 1 if version is None else int(version)
+        return self.policy_version
 
     async def aclose(self) -> None:
         """Shut the engine down; idempotent."""

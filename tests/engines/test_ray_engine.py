@@ -159,7 +159,7 @@ async def test_lm_agent_generates_on_workers_weights_sync_and_dead_worker(cluste
         assert engine.generation_workers[0] is not dead and engine.replaced == 1
         assert third[0].status != "error" and third[0].steps[0].tokens.policy_version == 1
         tokens = third[0].steps[0].tokens
-        local.update_weights(state)  # the worker's log-probs are those of the synced weights
+        local.load_weights(state)  # the worker's log-probs are those of the synced weights
         from agentgym.policies.hf import completion_logprobs
 
         expected = completion_logprobs(local.model, tokens.prompt_ids, tokens.completion_ids)

@@ -282,7 +282,7 @@ async def test_weight_updates_bump_the_version(tokenizer: Any) -> None:
         [before] = await policy.generate([greedy])
         assert before.policy_version == 0
         zeros = torch.zeros_like(model.lm_head.weight)
-        assert policy.update_weights({"lm_head.weight": zeros}) == 1
+        assert policy.load_weights({"lm_head.weight": zeros}) == 1
         [after] = await policy.generate([greedy])
         # Every logit is 0 now: argmax takes id 0 and each log-prob is -log(V).
         assert after.policy_version == 1 and after.completion_ids == (0, 0, 0)
@@ -292,9 +292,9 @@ async def test_weight_updates_bump_the_version(tokenizer: Any) -> None:
         [back] = await policy.generate([greedy])
         assert back.policy_version == 10 and back.completion_ids == before.completion_ids
         with pytest.raises(ConfigError, match="did you mean 'lm_head.weight'"):
-            policy.update_weights([("lm_head.weigth", zeros)])
+            policy.load_weights([("lm_head.weigth", zeros)])
         with pytest.raises(ConfigError, match="expected shape"):
-            policy.update_weights([("lm_head.weight", zeros[:3])])
+            policy.load_weights([("lm_head.weight", zeros[:3])])
         assert policy.policy_version == 10
 
 

@@ -5,10 +5,10 @@ import math
 
 import pytest
 
-from agentgym.engines.config import AsyncConfig
 from agentgym.errors import ConfigError
 from agentgym.trainers.async_loop import drop_stale, importance_correct
 from agentgym.trainers.batching import Sample
+from agentgym.trainers.config import AsyncConfig
 from agentgym.types import Message, Step, StepResult, StepTokens, Trajectory
 
 
@@ -80,7 +80,7 @@ async def test_episode_across_weight_updates_records_each_steps_version(tiny_mod
 
         async def generate(self, requests):
             out = await policy.generate(requests)
-            policy.update_weights([])
+            await policy.update_weights([])
             return out
 
         async def aclose(self):

@@ -6,7 +6,6 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -19,14 +18,13 @@ from agentgym.trainers.distributed import shard_samples
 WORKER = textwrap.dedent('''
     """One rank: shard the tiny model, recompute, update, gather; results from rank 0."""
     import sys
-    from types import SimpleNamespace
 
     import torch
     from transformers import AutoModelForCausalLM
 
     from agentgym.trainers import distributed
-    from agentgym.trainers.checkpoint import TrainState
     from agentgym.trainers.config import load_config
+    from agentgym.trainers.update import Learner, UpdateConfig
 
     model_dir, data, out = sys.argv[1:4]
     payload = torch.load(data, weights_only=False)
@@ -36,19 +34,18 @@ WORKER = textwrap.dedent('''
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).to(device)
     model = distributed.shard_model(model, cfg.distributed.gradient_checkpointing)
     optimizer = torch.optim.SGD([p for p in model.parameters()], lr=1.0)
-    updater = distributed.FSDPUpdater(model, optimizer, device)
-    t = SimpleNamespace(config=cfg, reference=None, state=TrainState(0, 0),
-                        policy=SimpleNamespace(tokenizer=SimpleNamespace(pad_token_id=0)))
+    learner = Learner(model, optimizer, None, device, pad_token_id=0)
+    updater = distributed.FSDPUpdater(learner, UpdateConfig.of(cfg))
     if rank == 0:
         samples = payload["samples"]
-        proximal = updater.recompute(t, samples)
-        metrics = updater.update(t, samples)
+        proximal = updater.recompute_all(samples)
+        metrics = updater.update(samples, step=0)
         state = updater.full_state()
         updater.stop()
         torch.save({"proximal": proximal, "metrics": metrics, "state": state,
                     "world": world}, out)
     else:
-        updater.serve(t)
+        updater.serve()
     torch.distributed.destroy_process_group()
 ''')
 
@@ -60,7 +57,7 @@ OVERRIDES = ["optim.mini_batches=2", "optim.max_tokens_per_micro_batch=32", "opt
 
 def _samples(model, n=7, seed=0):
     """Random sequences whose old log-probs are the model's own (ratio 1: gradients flow)."""
-    from agentgym.trainers.async_loop import proximal_logprobs
+    from agentgym.trainers.update import proximal_logprobs
 
     rng = np.random.default_rng(seed)
     raw = []
@@ -69,26 +66,21 @@ def _samples(model, n=7, seed=0):
         ids = tuple(int(x) for x in rng.integers(1, 1000, size=length))
         raw.append(Sample(f"t{i}", f"g{i % 3}", 0, ids, prompt, float(rng.normal()),
                           (0.0,) * (length - prompt)))
-    t = SimpleNamespace(model=model, config=load_config(None, OVERRIDES),
-                        policy=SimpleNamespace(tokenizer=SimpleNamespace(pad_token_id=0),
-                                               device=torch.device("cpu")))
-    return proximal_logprobs(t, raw)
+    cfg = load_config(None, OVERRIDES)
+    return proximal_logprobs(model, raw, budget=cfg.optim.max_tokens_per_micro_batch, pad_id=0,
+                             device="cpu", temperature=cfg.rollout.temperature)
 
 
 def _reference(model_dir, samples):
     """One process, every sample: the update the ranks must reproduce."""
     from transformers import AutoModelForCausalLM
 
-    from agentgym.trainers import loop
-    from agentgym.trainers.checkpoint import TrainState
+    from agentgym.trainers.update import Learner, UpdateConfig, ppo_update
 
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-    t = SimpleNamespace(config=load_config(None, OVERRIDES), model=model, reference=None,
-                        optimizer=torch.optim.SGD(model.parameters(), lr=1.0),
-                        state=TrainState(0, 0),
-                        policy=SimpleNamespace(tokenizer=SimpleNamespace(pad_token_id=0),
-                                               device=torch.device("cpu")))
-    metrics = loop._update(t, samples)
+    learner = Learner(model, torch.optim.SGD(model.parameters(), lr=1.0), None,
+                      torch.device("cpu"), pad_token_id=0)
+    metrics = ppo_update(learner, samples, UpdateConfig.of(load_config(None, OVERRIDES)), step=0)
     return model, metrics
 
 
@@ -164,7 +156,6 @@ async def test_weight_sync_into_vllm(tiny_model_dir):
     pytest.importorskip("vllm")
     from agentgym.policies.base import GenerationRequest, SamplingParams
     from agentgym.policies.vllm import VLLMPolicy
-    from agentgym.trainers.distributed import sync_vllm
     from agentgym.types import Message
 
     policy = VLLMPolicy(str(tiny_model_dir), dtype="float32", gpu_memory_utilization=0.3,
@@ -177,7 +168,7 @@ async def test_weight_sync_into_vllm(tiny_model_dir):
 
         state = {n: torch.zeros_like(p) for n, p in
                  load_file(Path(tiny_model_dir) / "model.safetensors").items()}
-        assert await sync_vllm(policy, state, version=7) == 7
+        assert await policy.update_weights(state, version=7) == 7
         [after] = await policy.generate([request])
         assert after.policy_version == 7
         # All-zero weights give uniform logits: log-prob log(1/V) for every token.

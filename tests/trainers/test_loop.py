@@ -84,13 +84,14 @@ def test_existing_run_needs_resume_and_missing_run_cannot_resume(tmp_path, tiny_
 
 
 async def test_held_out_evaluation_uses_eval_kwargs(tmp_path, tiny_dir):
-    from agentgym.trainers.loop import _collect
+    from agentgym.trainers.collect import collect
 
     t = build(config(tmp_path, tiny_dir, env={
         "id": "agentgym/Arithmetic-v0", "kwargs": {"split": "train"}, "max_turns": 1,
         "eval_kwargs": {"split": "test"}}))
-    train_ids = {x.task_id for x in await _collect(t, range(2), 1, 1.0, seed=0)}
-    eval_ids = {x.task_id for x in await _collect(t, range(2), 1, 0.0, seed=0, evaluation=True)}
+    train_ids = {x.task_id for x in await collect(t.config, t.policy, range(2), 1, 1.0, seed=0)}
+    eval_ids = {x.task_id for x in await collect(t.config, t.policy, range(2), 1, 0.0, seed=0,
+                                                 evaluation=True)}
     assert train_ids == {"arithmetic-train-0", "arithmetic-train-1"}
     assert eval_ids == {"arithmetic-test-0", "arithmetic-test-1"}
     with pytest.raises(ConfigError, match="split must be one of"):  # at build, not mid-run

@@ -1,16 +1,13 @@
 """Recomputed π_old log-probs (loss.recompute_logprobs): equal to a plain forward pass."""
 
-from types import SimpleNamespace
-
 import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from agentgym.trainers.async_loop import proximal_logprobs  # noqa: E402
 from agentgym.trainers.batching import Sample  # noqa: E402
-from agentgym.trainers.config import load_config  # noqa: E402
+from agentgym.trainers.update import proximal_logprobs  # noqa: E402
 
 
 def test_recomputed_logprobs_match_a_plain_forward_pass(tiny_model_dir):
@@ -22,11 +19,8 @@ def test_recomputed_logprobs_match_a_plain_forward_pass(tiny_model_dir):
         length, prompt = int(rng.integers(6, 40)), int(rng.integers(2, 5))
         ids = tuple(int(x) for x in rng.integers(1, 1000, size=length))
         samples.append(Sample(f"t{i}", "g", 0, ids, prompt, 1.0, (0.0,) * (length - prompt)))
-    t = SimpleNamespace(model=model, config=load_config(None, [
-        "optim.max_tokens_per_micro_batch=48", "rollout.temperature=0.7"]),
-        policy=SimpleNamespace(tokenizer=SimpleNamespace(pad_token_id=0),
-                               device=torch.device("cpu")))
-    got = proximal_logprobs(t, samples)
+    got = proximal_logprobs(model, samples, budget=48, pad_id=0, device="cpu",
+                            temperature=0.7)
     for sample, new in zip(samples, got, strict=True):
         ids = torch.tensor([sample.input_ids])
         with torch.no_grad():

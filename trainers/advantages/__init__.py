@@ -7,7 +7,9 @@
 
 Conventions shared by every estimator are in ``base``; each algorithm is one file opening
 with its equation, paper and choices. Adding an algorithm = adding a file that uses
-``@register_estimator`` and importing it below.
+``@register_estimator`` (with its level and needs, see ``EstimatorInfo``): every module of
+this package is imported on first use, and other packages register theirs through the
+entry-point group ``agentgym.estimators``.
 
 This module also holds the JSONL input/output of ``agentgym advantages``: ``load_minimal``
 reads trajectories, ``advantages_jsonl`` writes ``{"id": ..., "advantages": [...]}`` lines.
@@ -29,27 +31,24 @@ grouped by ``group_id``.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
+import pkgutil
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from agentgym.errors import SchemaError, did_you_mean
-from agentgym.trainers.advantages import (  # noqa: F401  (importing registers them)
-    gigpo,
-    grpo,
-    hgpo,
-    rloo,
-    salt,
-    spa,
-)
 from agentgym.trainers.advantages.base import (
     EPS,
     Advantages,
     Estimator,
+    EstimatorInfo,
     EstimatorOptions,
     Mode,
+    estimator_info,
     estimator_names,
     get_estimator,
     normalize,
@@ -67,10 +66,28 @@ from agentgym.trainers.advantages.rloo import RLOO, RLOOOptions
 from agentgym.trainers.advantages.salt import SALT, SALTOptions
 from agentgym.types import Group, Message, Step, StepResult, ToolCall, Trajectory
 
+
+def _register_all() -> None:
+    """Import every estimator module here, then the ``agentgym.estimators`` entry points."""
+    from importlib.metadata import entry_points
+
+    for module in pkgutil.iter_modules(__path__):
+        if module.name != "base":
+            importlib.import_module(f"{__name__}.{module.name}")
+    for ep in entry_points(group="agentgym.estimators"):
+        try:
+            ep.load()
+        except Exception as exc:  # a broken plug-in must not hide the built-in estimators
+            warnings.warn(f"estimator plug-in {ep.name!r} ({ep.value}) failed to load: {exc!r}",
+                          stacklevel=2)
+
+
+_register_all()
+
 __all__ = [
-    "EPS", "Advantages", "Estimator", "EstimatorOptions", "GRPO", "GRPOOptions", "GiGPO",
-    "GiGPOOptions", "HGPO", "HGPOOptions", "Mode", "RLOO", "RLOOOptions", "SALT", "SALTOptions",
-    "advantages_jsonl", "estimator_names",
+    "EPS", "Advantages", "Estimator", "EstimatorInfo", "EstimatorOptions", "GRPO", "GRPOOptions",
+    "GiGPO", "GiGPOOptions", "HGPO", "HGPOOptions", "Mode", "RLOO", "RLOOOptions", "SALT",
+    "SALTOptions", "advantages_jsonl", "estimator_info", "estimator_names",
     "get_estimator", "load_minimal", "normalize", "options_class", "outcome_score",
     "parse_options", "register_estimator", "returns_to_go", "step_scores",
 ]

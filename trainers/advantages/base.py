@@ -141,25 +141,62 @@ def parse_options(options_cls: type[EstimatorOptions], pairs: Mapping[str, str])
     return out
 
 
+Level = Literal["trajectory", "step"]
+Need = Literal["history_length", "progress_model"]
+
+
 @dataclass(frozen=True)
-class _Entry:
+class EstimatorInfo:
+    """What the trainer must know about an estimator, declared where it is registered.
+
+    The training loop, the config checks and SUPO read these fields instead of lists of
+    estimator names, so a new estimator is one file.
+    """
+
+    name: str
+    """Registered name (``algorithm.estimator``)."""
     factory: Callable[..., Any]
+    """A class ``cls(options)(groups)`` or a function ``fn(groups, options)``."""
     options: type[EstimatorOptions]
+    """The options dataclass (``algorithm.options`` and ``--set`` map onto it)."""
+    level: Level = "step"
+    """``trajectory``: one value per trajectory (minus the per-step λ), which SUPO may share
+    across a rollout's sequences; ``step``: a value of its own per step."""
+    group_baseline: bool = True
+    """Statistics over the G rollouts of a task: ``rollout.group_size`` must be >= 2."""
+    needs: tuple[Need, ...] = ()
+    """``history_length``: the context window K (set from ``rollout.history_length``);
+    ``progress_model``: a fitted progress estimator writes ĉ_t into the steps (SPA)."""
 
 
-_REGISTRY: dict[str, _Entry] = {}
+_REGISTRY: dict[str, EstimatorInfo] = {}
 
 
-def register_estimator(name: str, *, options: type[EstimatorOptions]) -> Callable[[Any], Any]:
-    """Register a class ``cls(options)(groups)`` or a function ``fn(groups, options)``."""
+def register_estimator(name: str, *, options: type[EstimatorOptions], level: Level = "step",
+                       group_baseline: bool = True, needs: Sequence[Need] = ()
+                       ) -> Callable[[Any], Any]:
+    """Register a class ``cls(options)(groups)`` or a function ``fn(groups, options)``.
+
+    Args:
+        name: The name configs and the CLI use.
+        options: The options dataclass, a subclass of :class:`EstimatorOptions`.
+        level: ``trajectory`` or ``step`` (:class:`EstimatorInfo`).
+        group_baseline: Whether it needs G >= 2 rollouts per task.
+        needs: What the trainer must provide (:class:`EstimatorInfo`).
+
+    Raises:
+        ConfigError: ``name`` is already registered by another class or function.
+    """
     def decorate(factory: Any) -> Any:
         old = _REGISTRY.get(name)
         same = old is not None and (old.factory.__module__, old.factory.__qualname__) == (
             factory.__module__, factory.__qualname__)
         if old is not None and not same:
             raise ConfigError(f"estimator {name!r} is already registered by "
-                              f"{old.factory.__module__}.{old.factory.__qualname__}")
-        _REGISTRY[name] = _Entry(factory, options)
+                              f"{old.factory.__module__}.{old.factory.__qualname__}; "
+                              "pick another name")
+        _REGISTRY[name] = EstimatorInfo(name, factory, options, level, group_baseline,
+                                        tuple(needs))
         return factory
     return decorate
 
@@ -169,12 +206,21 @@ def estimator_names() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def options_class(name: str) -> type[EstimatorOptions]:
-    """The options dataclass of estimator ``name`` (raises ConfigError if unknown)."""
+def estimator_info(name: str) -> EstimatorInfo:
+    """The registration of estimator ``name``.
+
+    Raises:
+        ConfigError: No estimator of that name (the message lists the registered ones).
+    """
     if name not in _REGISTRY:
         raise ConfigError(f"no advantage estimator named {name!r}; registered: "
                           f"{', '.join(estimator_names())}{did_you_mean(name, _REGISTRY)}")
-    return _REGISTRY[name].options
+    return _REGISTRY[name]
+
+
+def options_class(name: str) -> type[EstimatorOptions]:
+    """The options dataclass of estimator ``name`` (raises ConfigError if unknown)."""
+    return estimator_info(name).options
 
 
 def get_estimator(name: str, **options: Any) -> Estimator:

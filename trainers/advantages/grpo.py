@@ -65,7 +65,7 @@ def grpo_trajectory_advantages(flat: Flat, mode: str) -> np.ndarray:
     return normalize(flat.outcome, flat.group, mode=mode, ddof=1)  # (N,) one per trajectory
 
 
-@register_estimator("grpo", options=GRPOOptions)
+@register_estimator("grpo", options=GRPOOptions, level="trajectory")
 class GRPO:
     """GRPO advantages (module docstring).
 

@@ -191,7 +191,7 @@ def hgpo_step_advantages(flat: Flat, options: HGPOOptions, k_max: int) -> np.nda
     return num / (den + EPS)
 
 
-@register_estimator("hgpo", options=HGPOOptions)
+@register_estimator("hgpo", options=HGPOOptions, needs=("history_length",))
 class HGPO:
     """HGPO advantages (module docstring).
 

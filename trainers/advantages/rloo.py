@@ -69,7 +69,7 @@ def rloo_trajectory_advantages(flat: Flat, mode: str) -> np.ndarray:
     return scale * normalize(flat.outcome, flat.group, mode=mode, ddof=1)  # (N,)
 
 
-@register_estimator("rloo", options=RLOOOptions)
+@register_estimator("rloo", options=RLOOOptions, level="trajectory")
 class RLOO:
     """RLOO advantages (module docstring).
 

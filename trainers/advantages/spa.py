@@ -106,7 +106,8 @@ def _loo(group: Group) -> dict[str, float]:
     return {i: r - (total - r) / (n - 1) if n > 1 else r for i, r in scores.items()}
 
 
-@register_estimator("spa", options=SPAOptions)
+@register_estimator("spa", options=SPAOptions, group_baseline=False,
+                    needs=("progress_model",))
 class SPA:
     """SPA advantages (module docstring).
 

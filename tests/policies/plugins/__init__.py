@@ -1,0 +1,1 @@
+"""Example plug-ins: each is the one file a new generation backend needs."""

@@ -1,0 +1,226 @@
+"""The PPO-clip update: the one place where epochs, mini-batches and micro-batches happen.
+
+    for epoch in range(epochs):                       # passes over the step's samples
+        for mini_batch in split(shuffle(samples)):     # one optimizer step each
+            for micro_batch in by_token_budget(mini_batch):
+                (loss(micro_batch) · scale).backward()   # gradient accumulation
+            clip_grad_norm; optimizer.step()
+
+Every driver calls :func:`ppo_update`: the embedded loop, the async driver (in a worker
+thread) and every FSDP rank. They differ only in how a mini-batch is cut into this process's
+micro-batches and how the loss total and statistics are reduced over processes; that is a
+:class:`Sharding` (:data:`ONE_PROCESS` here, ``FSDPSharding`` in
+:mod:`agentgym.trainers.distributed`).
+
+Exactness: every micro-batch loss is divided by the token (or sequence) count of its whole
+mini-batch (:mod:`agentgym.trainers.batching`), so the accumulated gradient equals that of
+one forward pass over the mini-batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+
+from agentgym.trainers.batching import MicroBatch, Sample, micro_batches
+from agentgym.trainers.config import LossSection, OptimConfig, TrainConfig
+from agentgym.trainers.loss import LossStats, ppo_clip_loss, token_logprobs
+from agentgym.trainers.metrics import weighted_mean
+
+Stats = list[tuple[dict[str, Any], float]]
+"""Per micro-batch loss statistics with their token weights (for a weighted mean)."""
+
+
+@dataclass(frozen=True)
+class UpdateConfig:
+    """What :func:`ppo_update` reads from a run's config."""
+
+    optim: OptimConfig
+    """Epochs, mini-batches, the micro-batch token budget and gradient clipping."""
+    loss: LossSection
+    """Clip ranges, aggregation, KL and entropy weights, π_old recomputation."""
+    temperature: float
+    """Sampling temperature: the loss scores tokens at the temperature they were sampled."""
+    seed: int
+    """With the step number, seeds the sample order (the same on every rank)."""
+
+    @classmethod
+    def of(cls, config: TrainConfig) -> UpdateConfig:
+        """The update settings of a training config."""
+        return cls(config.optim, config.loss, config.rollout.temperature, config.seed)
+
+
+@dataclass
+class Learner:
+    """The trained model, its optimizer and (when the KL weight is > 0) the frozen reference.
+
+    Attributes:
+        model: The model whose trainable parameters the update changes (FSDP-sharded on
+            multi-GPU runs).
+        optimizer: The optimizer over its trainable parameters.
+        reference: The frozen initial policy for the KL term, or None.
+        device: Where micro-batches go.
+        pad_token_id: Padding id for micro-batches.
+    """
+
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    reference: torch.nn.Module | None
+    device: torch.device
+    pad_token_id: int
+
+    def parameters(self) -> list[torch.nn.Parameter]:
+        """The trainable parameters."""
+        return [p for p in self.model.parameters() if p.requires_grad]
+
+
+class Sharding(Protocol):
+    """How one mini-batch is split over processes and how their results are combined."""
+
+    def micro_batches(self, part: list[Sample], max_tokens: int, pad_id: int
+                      ) -> list[tuple[MicroBatch, float]]:
+        """This process's micro-batches of ``part``, each with its loss scale (0 = filler)."""
+        ...
+
+    def sum_losses(self, total: float) -> float:
+        """The mini-batch loss summed over processes."""
+        ...
+
+    def gather_stats(self, stats: Stats) -> Stats:
+        """Every process's micro-batch statistics."""
+        ...
+
+    def recompute(self, learner: Learner, samples: list[Sample], config: UpdateConfig
+                  ) -> list[Sample]:
+        """The samples with π_old log-probs of the current weights."""
+        ...
+
+
+class OneProcess:
+    """The :class:`Sharding` of a single process: every micro-batch here, nothing to reduce."""
+
+    def micro_batches(self, part: list[Sample], max_tokens: int, pad_id: int
+                      ) -> list[tuple[MicroBatch, float]]:
+        """All micro-batches of ``part``, scale 1."""
+        return [(mb, 1.0) for mb in micro_batches(part, max_tokens, pad_id)]
+
+    def sum_losses(self, total: float) -> float:
+        """``total`` itself."""
+        return total
+
+    def gather_stats(self, stats: Stats) -> Stats:
+        """``stats`` themselves."""
+        return stats
+
+    def recompute(self, learner: Learner, samples: list[Sample], config: UpdateConfig
+                  ) -> list[Sample]:
+        """:func:`proximal_logprobs` in this process."""
+        return proximal_logprobs(learner.model, samples,
+                                 budget=config.optim.max_tokens_per_micro_batch,
+                                 pad_id=learner.pad_token_id, device=learner.device,
+                                 temperature=config.temperature)
+
+
+ONE_PROCESS = OneProcess()
+
+
+def ppo_update(learner: Learner, samples: Sequence[Sample], config: UpdateConfig, *, step: int,
+               sharding: Sharding = ONE_PROCESS) -> dict[str, float]:
+    """PPO-clip epochs over one training step's samples.
+
+    Args:
+        learner: The model and optimizer to update.
+        samples: The step's samples (every rank passes the same ones).
+        config: Schedule and loss settings.
+        step: The training step (seeds the sample order with ``config.seed``).
+        sharding: How micro-batches are split and reduced over processes.
+
+    Returns:
+        Loss statistics (token-weighted means over micro-batches), ``loss`` (mean over
+        optimizer steps of the summed micro-batch losses) and ``grad_norm``.
+    """
+    if not samples:
+        return {"loss": 0.0}
+    samples = list(samples)
+    if config.loss.recompute_logprobs:
+        samples = sharding.recompute(learner, samples, config)  # π_old: the weights now
+    optim, params = config.optim, learner.parameters()
+    clip = optim.grad_clip if optim.grad_clip > 0 else float("inf")
+    stats: Stats = []
+    norms, losses = [], []
+    learner.model.train()
+    order = np.random.default_rng([config.seed, step])  # the same order on every rank
+    for _ in range(optim.epochs):
+        shuffled = [samples[i] for i in order.permutation(len(samples))]
+        for part in np.array_split(np.arange(len(shuffled)), optim.mini_batches):
+            if len(part) == 0:
+                continue
+            learner.optimizer.zero_grad(set_to_none=True)
+            total = 0.0
+            for mb, scale in sharding.micro_batches([shuffled[i] for i in part],
+                                                    optim.max_tokens_per_micro_batch,
+                                                    learner.pad_token_id):
+                loss, mb_stats = micro_batch_loss(learner, mb.to(learner.device), config)
+                (loss if scale == 1.0 else loss * scale).backward()
+                if scale:  # a zero-scale filler only keeps the ranks' collectives in step
+                    total += float(loss.detach())
+                    stats.append((vars(mb_stats), float(mb_stats.num_tokens)))
+            losses.append(sharding.sum_losses(total))
+            norms.append(float(torch.nn.utils.clip_grad_norm_(params, clip)))
+            learner.optimizer.step()
+    learner.model.eval()
+    out = weighted_mean(sharding.gather_stats(stats))
+    out.pop("num_tokens", None)
+    return {**out, "loss": float(np.mean(losses)), "grad_norm": float(np.mean(norms))}
+
+
+def micro_batch_loss(learner: Learner, mb: MicroBatch, config: UpdateConfig
+                     ) -> tuple[torch.Tensor, LossStats]:
+    """The PPO-clip loss of one micro-batch (already on the learner's device)."""
+    cfg = config.loss
+    logprobs, entropy = token_logprobs(learner.model, mb.input_ids, mb.attention_mask,
+                                       config.temperature, with_entropy=cfg.entropy_coef > 0,
+                                       mask=mb.loss_mask)
+    ref = None
+    if learner.reference is not None:
+        with torch.no_grad():
+            ref, _ = token_logprobs(learner.reference, mb.input_ids, mb.attention_mask,
+                                    config.temperature, mask=mb.loss_mask)
+    return ppo_clip_loss(logprobs, mb.old_logprobs, mb.advantages, mb.loss_mask,
+                         clip_low=cfg.clip_low, clip_high=cfg.clip_high,
+                         aggregation=cfg.aggregation, normalizer=mb.normalizer(cfg.aggregation),
+                         ref_logprobs=ref, kl_coef=cfg.kl_coef, entropy=entropy,
+                         entropy_coef=cfg.entropy_coef)
+
+
+@torch.no_grad()
+def proximal_logprobs(model: torch.nn.Module, samples: Sequence[Sample], *, budget: int,
+                      pad_id: int, device: torch.device | str, temperature: float
+                      ) -> list[Sample]:
+    """The samples with completion log-probs of ``model``'s current weights (π_prox).
+
+    Batched by token budget and scored on completion positions only (the model is asked for
+    no logits over the prompt).
+
+    Args:
+        model: The model to score with.
+        samples: Samples whose ``completion_logprobs`` are replaced.
+        budget: Padded tokens per forward pass.
+        pad_id: Padding id.
+        device: Where the micro-batches go.
+        temperature: The sampling temperature.
+    """
+    out = list(samples)
+    for mb in micro_batches(list(samples), budget, pad_id):
+        mb = mb.to(device)
+        logp, _ = token_logprobs(model, mb.input_ids, mb.attention_mask, temperature,
+                                 mask=mb.loss_mask)
+        for row, i in enumerate(mb.sample_indices):
+            s = samples[i]  # completion token k is the target of column P + k - 1
+            out[i] = replace(s, completion_logprobs=tuple(
+                logp[row, s.prompt_len - 1:s.length - 1].float().tolist()))
+    return out
