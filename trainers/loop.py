@@ -12,6 +12,11 @@ One step, top to bottom (``train`` below):
    pass, micro-batches by token budget with gradient accumulation, grad-norm clipping.
 5. Bump the policy version, log metrics (JSONL, TensorBoard, progress bar), checkpoint.
 
+The collaborators are typed and built once by :func:`build` into a :class:`Run`; a driver
+(:mod:`agentgym.trainers.async_loop`) changes where rollouts come from and where the update
+runs, never the run's fields. The update itself is :func:`agentgym.trainers.update.ppo_update`
+for every driver. docs/architecture.md draws the path of one step.
+
 Held-out evaluation (greedy, one rollout per seed) runs before the first step, every
 ``eval_every`` steps and after the last.
 """
@@ -30,26 +35,20 @@ import numpy as np
 import torch
 
 import agentgym
-from agentgym.context import ContextConfig
 from agentgym.errors import AgentGymError, ConfigError
-from agentgym.policies.base import SamplingParams
 from agentgym.policies.hf import TransformersPolicy
 from agentgym.policies.models import load_model
-from agentgym.rollout import LMAgent, RolloutConfig, run_groups
 from agentgym.trainers import checkpoint
-from agentgym.trainers.advantages import get_estimator
-from agentgym.trainers.async_loop import proximal_logprobs
-from agentgym.trainers.batching import Sample, micro_batches, samples_from_groups
+from agentgym.trainers.advantages import Estimator, estimator_info, get_estimator
+from agentgym.trainers.async_loop import RolloutDriver, make_driver
+from agentgym.trainers.batching import samples_from_groups
+from agentgym.trainers.checkpoint import Checkpointer, TrainState
+from agentgym.trainers.collect import collect
 from agentgym.trainers.config import TrainConfig, save_config
-from agentgym.trainers.loss import ppo_clip_loss, token_logprobs
-from agentgym.trainers.metrics import (
-    MetricsLog,
-    is_zero_variance,
-    rollout_metrics,
-    succeeded,
-    weighted_mean,
-)
+from agentgym.trainers.metrics import MetricsLog, is_zero_variance, rollout_metrics, succeeded
+from agentgym.trainers.progress_train import ProgressFitter, build_fitter
 from agentgym.trainers.rewards import (
+    RewardComponent,
     SWERewardConfig,
     accumulation_metrics,
     rescore_groups,
@@ -57,6 +56,7 @@ from agentgym.trainers.rewards import (
     swe_metrics,
 )
 from agentgym.trainers.supo import check_estimator, supo_metrics, supo_samples
+from agentgym.trainers.update import Learner, UpdateConfig, ppo_update
 from agentgym.types import Group, Trajectory
 
 
@@ -65,23 +65,43 @@ class TrainingError(AgentGymError, RuntimeError):
 
 
 @dataclass
-class Trainer:
-    """Everything a run holds; built by :func:`build`, driven by :func:`train`."""
+class Run:
+    """The typed collaborators of one training run; built by :func:`build`.
+
+    Only :func:`train_step` advances ``state``; no other field changes after :func:`build`.
+    """
 
     config: TrainConfig
-    model: Any
+    """The resolved config."""
+    learner: Learner
+    """The trained model, its optimizer and the KL reference (sharded under FSDP)."""
     policy: TransformersPolicy
-    optimizer: torch.optim.Optimizer
-    reference: Any
-    estimator: Any
-    rewards: Any
-    state: checkpoint.TrainState
+    """The generation backend rollouts sample from (shares the learner's weights in the
+    embedded loop; a copy, synced after each update, under async or FSDP training)."""
+    weights: torch.nn.Module
+    """The full trained weights that checkpoints save and resume into."""
+    estimator: Estimator
+    """Advantages from groups (pure numpy)."""
+    rewards: tuple[RewardComponent, ...] | None
+    """G-RA / D-RA reward components, or None."""
+    progress: ProgressFitter | None
+    """SPA's progress-estimator fitter, or None."""
     log: MetricsLog
-    spa: Any = None  # SPA's progress-estimator fitter (trainers/progress_train.py), or None
-    driver: Any = None  # Ray engine / async overlap / multi-GPU (trainers/async_loop.py), or None
+    """Metrics JSONL and TensorBoard."""
+    checkpointer: Checkpointer
+    """Writes checkpoints every ``save_every`` steps and at the end."""
+    driver: RolloutDriver | None
+    """Ray rollouts, async overlap or multi-GPU updates; None for the embedded loop."""
+    state: TrainState
+    """Where the run stands (the step and the next training seed)."""
+
+    @property
+    def model(self) -> torch.nn.Module:
+        """The full trained weights (:attr:`weights`)."""
+        return self.weights
 
 
-def build(config: TrainConfig, resume: bool = False) -> Trainer:
+def build(config: TrainConfig, resume: bool = False) -> Run:
     """Load the model, optimizer and (when resuming) the latest checkpoint."""
     run_dir = Path(config.run_dir)
     last = checkpoint.latest(run_dir)
@@ -93,7 +113,8 @@ def build(config: TrainConfig, resume: bool = False) -> Trainer:
     for kwargs in (config.env.kwargs, {**config.env.kwargs, **config.env.eval_kwargs}):
         agentgym.make(config.env.id, **kwargs)  # bad env id/kwargs fail before loading
     options = dict(config.algorithm.options)
-    if config.algorithm.estimator == "hgpo" and config.rollout.context == "window":
+    if "history_length" in estimator_info(config.algorithm.estimator).needs \
+            and config.rollout.context == "window":
         options.setdefault("history_length", config.rollout.history_length)
     estimator = get_estimator(config.algorithm.estimator, **options)
     if config.rollout.context == "summarize":  # SUPO shares a rollout's advantage: say so
@@ -101,7 +122,7 @@ def build(config: TrainConfig, resume: bool = False) -> Trainer:
     rewards = None
     if config.algorithm.reward_accumulation != "none":
         try:
-            rewards = swe_components(SWERewardConfig(**config.algorithm.reward_options))
+            rewards = tuple(swe_components(SWERewardConfig(**config.algorithm.reward_options)))
         except TypeError as exc:
             raise ConfigError(f"algorithm.reward_options: {exc}") from exc
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -110,9 +131,7 @@ def build(config: TrainConfig, resume: bool = False) -> Trainer:
     model, tokenizer = load_model(config.model.path, device=config.model.device,
                                   dtype=config.model.dtype)
     reference = _frozen_copy(model) if config.loss.kl_coef > 0 else None
-    from agentgym.trainers.progress_train import build_fitter  # SPA: copies the initial policy
-
-    spa = build_fitter(config, model, last if resume else None)
+    progress = build_fitter(config, model, last if resume else None)  # copies the initial policy
     if config.model.lora.enabled:
         model = _with_lora(model, config)
     policy = TransformersPolicy(model, tokenizer, max_batch_size=config.model.max_batch_size,
@@ -120,188 +139,134 @@ def build(config: TrainConfig, resume: bool = False) -> Trainer:
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=config.optim.lr,
                                   weight_decay=config.optim.weight_decay)
-    state = checkpoint.TrainState(0, config.env.first_seed)
+    state = TrainState(0, config.env.first_seed)
     if resume and last is not None:
         state = checkpoint.load(last, model, optimizer)
         policy.policy_version = state.step  # one update per step: go on counting from there
-    trainer = Trainer(config, model, policy, optimizer, reference, estimator, rewards, state,
-                      MetricsLog(run_dir, config.tensorboard), spa=spa)
-    from agentgym.trainers.async_loop import make_driver  # None for the embedded loop
-
-    trainer.driver = make_driver(trainer)
-    return trainer
+    learner = Learner(model, optimizer, reference, policy.device, tokenizer.pad_token_id)
+    driver = make_driver(config, state, learner, policy)
+    if driver is not None:  # rollouts read the driver's generation copy of the weights
+        policy, learner = driver.policy, driver.learner
+    weights = policy.model if driver is not None and driver.distributed is not None else model
+    return Run(config, learner, policy, weights, estimator, rewards, progress,
+               MetricsLog(run_dir, config.tensorboard), Checkpointer(run_dir, config.save_every),
+               driver, state)
 
 
 def train(config: TrainConfig, resume: bool = False, progress: Any = None) -> Path:
     """Run (or resume) training; returns the run directory."""
-    trainer = build(config, resume)
+    run = build(config, resume)
     try:
-        asyncio.run(_run(trainer, progress))
+        asyncio.run(_run(run, progress))
     finally:
-        trainer.log.close()
+        run.log.close()
     return Path(config.run_dir)
 
 
-async def _run(t: Trainer, progress: Any) -> None:
-    cfg = t.config
-    task = progress.add_task("training", total=cfg.steps, completed=t.state.step) \
+async def _run(run: Run, progress: Any) -> None:
+    cfg = run.config
+    task = progress.add_task("training", total=cfg.steps, completed=run.state.step) \
         if progress is not None else None
     try:
         evaluating = bool(cfg.env.eval_seeds or cfg.eval.suite)
-        if t.state.step == 0 and evaluating:
-            t.log.log(0, await _evaluate(t))
-        while t.state.step < cfg.steps:
-            metrics = await _train_step(t)
-            step = t.state.step
+        if run.state.step == 0 and evaluating:
+            run.log.log(0, await evaluate(run))
+        while run.state.step < cfg.steps:
+            metrics = await train_step(run)
+            step = run.state.step
             if evaluating and cfg.eval_every and step % cfg.eval_every == 0 \
                     and step < cfg.steps:
-                metrics.update(await _evaluate(t))
+                metrics.update(await evaluate(run))
             if step == cfg.steps and evaluating:
-                metrics.update(await _evaluate(t))
-            t.log.log(step, metrics)
-            if step % cfg.save_every == 0 or step == cfg.steps:
-                checkpoint.save(Path(cfg.run_dir), t.state, t.model, t.optimizer)
-                if t.spa is not None:
-                    t.spa.save(Path(cfg.run_dir), step)
+                metrics.update(await evaluate(run))
+            run.log.log(step, metrics)
+            if run.checkpointer.due(step, last=cfg.steps):
+                run.checkpointer.save(run.state, run.weights, run.learner.optimizer)
+                if run.progress is not None:
+                    run.progress.save(Path(cfg.run_dir), step)
             if task is not None:
                 progress.update(task, completed=step, description=(
                     f"step {step} reward {metrics['reward_mean']:.3f} "
                     f"success {metrics['success_rate']:.0%} loss {metrics.get('loss', 0):.4f}"))
     finally:
-        if t.driver is not None:
-            await t.driver.aclose()
-        await t.policy.aclose()
+        if run.driver is not None:
+            await run.driver.aclose()
+        await run.policy.aclose()
 
 
-async def _train_step(t: Trainer) -> dict[str, float]:
-    cfg, start = t.config, time.perf_counter()
-    seeds = range(t.state.next_seed, t.state.next_seed + cfg.rollout.tasks_per_step)
-    trajs = await t.driver.collect(t) if t.driver is not None else await _collect(
-        t, seeds, cfg.rollout.group_size, cfg.rollout.temperature,
-        seed=cfg.seed * 100_003 + t.state.step)
+async def train_step(run: Run) -> dict[str, float]:
+    """One step: collect → drop errors → rewards → advantages → update → sync."""
+    cfg, start, step = run.config, time.perf_counter(), run.state.step
+    if run.driver is not None:
+        trajs = await run.driver.collect(step, run.state.next_seed)
+    else:
+        seeds = range(run.state.next_seed, run.state.next_seed + cfg.rollout.tasks_per_step)
+        trajs = await collect(cfg, run.policy, seeds, cfg.rollout.group_size,
+                              cfg.rollout.temperature, seed=cfg.seed * 100_003 + step)
     rollout_s = time.perf_counter() - start
     groups = Group.from_trajectories(trajs)
     metrics = rollout_metrics(trajs, groups)
     if metrics["error_rate"] > cfg.algorithm.max_error_rate:
         errors = sorted({x.error or "" for x in trajs if not x.scorable})[:3]
         raise TrainingError(
-            f"{metrics['error_rate']:.0%} of step {t.state.step}'s rollouts errored (limit "
+            f"{metrics['error_rate']:.0%} of step {step}'s rollouts errored (limit "
             f"algorithm.max_error_rate={cfg.algorithm.max_error_rate}); first errors: {errors}")
     metrics.update(swe_metrics(trajs))  # completion/modification/resolve, when reported
-    if t.rewards is not None:  # G-RA / D-RA: the estimator sees the rewritten rewards
-        groups = rescore_groups(groups, t.rewards, cfg.algorithm.reward_accumulation)
+    if run.rewards is not None:  # G-RA / D-RA: the estimator sees the rewritten rewards
+        groups = rescore_groups(groups, run.rewards, cfg.algorithm.reward_accumulation)
         metrics.update(accumulation_metrics(groups))
-    if t.spa is not None:  # SPA: refit the progress estimator, write ĉ_t into the steps
-        groups = await t.spa.on_groups(t, groups, metrics)
+    if run.progress is not None:  # SPA: refit the progress estimator, write ĉ_t into the steps
+        groups = await run.progress.on_groups(step, groups, metrics, _explorer(run))
     kept = [g for g in groups if len(g.scorable) >= 2
             and not (cfg.algorithm.drop_zero_variance_groups and is_zero_variance(g))]
     if cfg.rollout.context == "summarize":  # SUPO: one sequence per working context
         metrics.update(supo_metrics(trajs))
-        samples = supo_samples(kept, t.estimator(kept), cfg.algorithm.supo) if kept else []
+        samples = supo_samples(kept, run.estimator(kept), cfg.algorithm.supo) if kept else []
     else:
-        samples = samples_from_groups(kept, t.estimator(kept), skip_zero_advantage=True) \
+        samples = samples_from_groups(kept, run.estimator(kept), skip_zero_advantage=True) \
             if kept else []
     update_start = time.perf_counter()
-    if t.driver is not None:  # async: update in a thread while rollouts go on; then sync
-        metrics.update(await t.driver.update(t, samples))
-        await t.driver.sync(t)
+    if run.driver is not None:  # async: update in a thread while rollouts go on; then sync
+        metrics.update(await run.driver.update(samples, step))
+        await run.driver.sync()
     else:
-        metrics.update(_update(t, samples))
-        t.policy.update_weights([])  # the policy shares the trained weights: a new version
-    t.state = checkpoint.TrainState(t.state.step + 1,
-                                    t.state.next_seed + cfg.rollout.tasks_per_step)
+        metrics.update(ppo_update(run.learner, samples, UpdateConfig.of(cfg), step=step))
+        await run.policy.update_weights([])  # it shares the trained weights: a new version
+    run.state = TrainState(step + 1, run.state.next_seed + cfg.rollout.tasks_per_step)
     metrics.update(groups_trained=float(len(kept)), samples=float(len(samples)),
                    trained_tokens=float(sum(x.length for x in samples)),
                    rollout_s=rollout_s, update_s=time.perf_counter() - update_start,
-                   policy_version=float(t.policy.policy_version))
+                   policy_version=float(run.policy.policy_version))
     return metrics
 
 
-async def _collect(t: Trainer, seeds: range, group_size: int, temperature: float,
-                   seed: int, evaluation: bool = False) -> list[Trajectory]:
-    cfg = t.config
-    env_kwargs = {**cfg.env.kwargs, **(cfg.env.eval_kwargs if evaluation else {})}
-    if cfg.env.max_turns is not None:
-        env_kwargs["max_turns"] = cfg.env.max_turns
-    summarize = cfg.rollout.summarize.for_eval() if evaluation else cfg.rollout.summarize
-    context = ContextConfig(mode=cfg.rollout.context, history_length=cfg.rollout.history_length,
-                            max_prompt_tokens=cfg.rollout.max_prompt_tokens, summarize=summarize)
-    sampling = SamplingParams(temperature=temperature, top_p=cfg.rollout.top_p,
-                              max_tokens=cfg.rollout.max_tokens, seed=seed)
-    config = RolloutConfig(group_size=group_size, concurrency=cfg.rollout.concurrency,
-                           step_timeout=cfg.rollout.step_timeout)
-    runner = run_groups if t.driver is None else t.driver.run_groups  # Ray / versioned steps
-    return await runner(lambda: agentgym.make(cfg.env.id, **env_kwargs),
-                        LMAgent(t.policy, context, sampling), list(seeds), config,
-                        env_id=cfg.env.id)
+def _explorer(run: Run) -> Any:
+    """SPA's exploration rollouts: training-temperature groups of the given seeds."""
+    cfg = run.config
+    runner = run.driver.run_groups if run.driver is not None else None
 
-
-def _update(t: Trainer, samples: list[Sample]) -> dict[str, float]:
-    """PPO-clip epochs over the step's samples; returns loss statistics."""
-    cfg = t.config
-    if not samples:
-        return {"loss": 0.0}
-    if cfg.loss.recompute_logprobs:
-        samples = proximal_logprobs(t, samples)  # π_old: the weights before this update
-    params = [p for p in t.model.parameters() if p.requires_grad]
-    stats, norms, losses = [], [], []
-    t.model.train()
-    order = np.random.default_rng([cfg.seed, t.state.step])
-    for _ in range(cfg.optim.epochs):
-        shuffled = [samples[i] for i in order.permutation(len(samples))]
-        for part in np.array_split(np.arange(len(shuffled)), cfg.optim.mini_batches):
-            if len(part) == 0:
-                continue
-            t.optimizer.zero_grad(set_to_none=True)
-            total = 0.0
-            for mb in micro_batches([shuffled[i] for i in part],
-                                    cfg.optim.max_tokens_per_micro_batch,
-                                    t.policy.tokenizer.pad_token_id):
-                loss, mb_stats = _micro_batch_loss(t, mb.to(t.policy.device))
-                loss.backward()
-                total += float(loss.detach())
-                stats.append((vars(mb_stats), float(mb_stats.num_tokens)))
-            clip = cfg.optim.grad_clip if cfg.optim.grad_clip > 0 else float("inf")
-            norms.append(float(torch.nn.utils.clip_grad_norm_(params, clip)))
-            t.optimizer.step()
-            losses.append(total)
-    t.model.eval()
-    out = weighted_mean(stats)
-    out.pop("num_tokens", None)
-    return {**out, "loss": float(np.mean(losses)), "grad_norm": float(np.mean(norms))}
-
-
-def _micro_batch_loss(t: Trainer, mb: Any) -> tuple[torch.Tensor, Any]:
-    cfg = t.config.loss
-    temperature = t.config.rollout.temperature
-    logprobs, entropy = token_logprobs(t.model, mb.input_ids, mb.attention_mask, temperature,
-                                       with_entropy=cfg.entropy_coef > 0, mask=mb.loss_mask)
-    ref = None
-    if t.reference is not None:
-        with torch.no_grad():
-            ref, _ = token_logprobs(t.reference, mb.input_ids, mb.attention_mask, temperature,
-                                    mask=mb.loss_mask)
-    return ppo_clip_loss(logprobs, mb.old_logprobs, mb.advantages, mb.loss_mask,
-                         clip_low=cfg.clip_low, clip_high=cfg.clip_high,
-                         aggregation=cfg.aggregation, normalizer=mb.normalizer(cfg.aggregation),
-                         ref_logprobs=ref, kl_coef=cfg.kl_coef, entropy=entropy,
-                         entropy_coef=cfg.entropy_coef)
+    async def explore(seeds: range) -> list[Trajectory]:
+        return await collect(cfg, run.policy, seeds, cfg.rollout.group_size,
+                             cfg.rollout.temperature, seed=cfg.seed * 100_003 + 99_991,
+                             runner=runner)
+    return explore
 
 
 @torch.no_grad()
-async def _evaluate(t: Trainer) -> dict[str, float]:
+async def evaluate(run: Run) -> dict[str, float]:
     """Greedy success rate and mean reward on the held-out seeds, and the eval suite if set."""
-    cfg = t.config.env
+    cfg = run.config.env
     out: dict[str, float] = {}
-    if t.config.eval.suite:  # agentgym.evaluation: eval/<suite>/<entry>/... metrics
+    if run.config.eval.suite:  # agentgym.evaluation: eval/<suite>/<entry>/... metrics
         from agentgym.evaluation.training import evaluate_suite
 
-        out.update(await evaluate_suite(t.config, t.policy, t.state.step))
+        out.update(await evaluate_suite(run.config, run.policy, run.state.step))
     if not cfg.eval_seeds:
         return out
     seeds = range(cfg.eval_first_seed, cfg.eval_first_seed + cfg.eval_seeds)
-    trajs = [x for x in await _collect(t, seeds, 1, 0.0, seed=0, evaluation=True)
-             if x.scorable]
+    runner = run.driver.run_groups if run.driver is not None else None
+    trajs = [x for x in await collect(run.config, run.policy, seeds, 1, 0.0, seed=0,
+                                      evaluation=True, runner=runner) if x.scorable]
     n = max(len(trajs), 1)
     return {**out, "eval/success_rate": sum(map(succeeded, trajs)) / n,
             "eval/reward_mean": sum(x.outcome_reward or 0.0 for x in trajs) / n}
@@ -313,7 +278,7 @@ def _seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def _frozen_copy(model: Any) -> Any:
+def _frozen_copy(model: torch.nn.Module) -> torch.nn.Module:
     reference = copy.deepcopy(model).eval()
     for p in reference.parameters():
         p.requires_grad_(False)
