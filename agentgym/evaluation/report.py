@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from agentgym.errors import MissingExtraError
+from agentgym.files import atomic_write
 
 COLUMNS = (("episodes", "episodes", "d"), ("success", "success_rate", "%"),
            ("mean reward", "mean_reward", ".3f"), ("pass@1", "pass@1", "%"),
@@ -62,7 +63,7 @@ def write_report(results: Mapping[str, Any], out_dir: str | Path) -> list[Path]:
         The files written.
     """
     out_dir = Path(out_dir)
-    (out_dir / "results.json").write_text(json.dumps(results, indent=2), encoding="utf-8")
+    atomic_write(out_dir / "results.json", json.dumps(results, indent=2))  # whole or old
     plot = plot_success(results, out_dir / "success.png")
     overall = results["metrics"]["overall"]
     text = [f"# Evaluation: {results.get('suite_tag', '?')} · {results.get('policy', '?')}", "",
@@ -73,7 +74,7 @@ def write_report(results: Mapping[str, Any], out_dir: str | Path) -> list[Path]:
             "![success per env](success.png)", ""]
     if (out_dir / "learning_curve.png").exists():
         text += ["![learning curve](learning_curve.png)", ""]
-    (out_dir / "report.md").write_text("\n".join(text), encoding="utf-8")
+    atomic_write(out_dir / "report.md", "\n".join(text))
     return [out_dir / "results.json", out_dir / "report.md", plot]
 
 

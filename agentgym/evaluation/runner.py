@@ -21,6 +21,7 @@ from agentgym.errors import ConfigError
 from agentgym.evaluation.metrics import episode_key, group_id, summarize_by_entry
 from agentgym.evaluation.results import RESULTS_FILE, load_results, repair_results
 from agentgym.evaluation.suites import Suite, SuiteEntry, get_suite
+from agentgym.files import atomic_write
 from agentgym.jsonl import TrajectoryWriter
 from agentgym.rollout import Agent, RolloutConfig, run_groups
 from agentgym.types import Trajectory
@@ -166,7 +167,7 @@ def prepare_out_dir(out_dir: Path, manifest: dict[str, Any]) -> bool:
                 f"{out_dir} holds an eval with different settings ({', '.join(diff)}); pass "
                 "the same arguments to resume it, or choose a new --out folder")
     else:
-        path.write_text(json.dumps(manifest, indent=2), encoding="utf-8")
+        atomic_write(path, json.dumps(manifest, indent=2))
     return (out_dir / RESULTS_FILE).exists()
 
 
