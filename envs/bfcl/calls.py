@@ -25,9 +25,15 @@ def question_messages(turn: list[Mapping[str, Any]]) -> list[Message]:
 
 
 def read_calls(action: Message) -> tuple[tuple[ToolCall, ...], tuple[str, ...]]:
-    """The reply's tool calls (structured, else parsed from its text) and parse errors."""
+    """The reply's tool calls (structured, else parsed from its text) and parse errors.
+
+    Names and ids that are not strings (a caller building ``ToolCall`` by hand) become strings,
+    so a bad call is reported like any unknown function instead of breaking the step.
+    """
     if action.tool_calls:
-        return action.tool_calls, ()
+        return tuple(c if isinstance(c.name, str) and isinstance(c.id, str) else
+                     ToolCall(str(c.id), str(c.name), c.arguments)
+                     for c in action.tool_calls), ()
     parsed = parse_tool_calls(action.content)
     return parsed.calls, parsed.errors
 
@@ -77,3 +83,22 @@ def is_safe(arguments: Any) -> bool:
     return (isinstance(arguments, Mapping) and is_json_value(arguments)
             and all(isinstance(k, str) and k.isidentifier() and not keyword.iskeyword(k)
                     for k in arguments))
+
+
+# Arguments for which one of BFCL's API methods would compute for minutes or exhaust memory
+# (exact big-integer powers, Decimal precision): (method, parameter) -> largest magnitude.
+_COSTLY = {("power", "exponent"): 10_000, ("square_root", "precision"): 10_000}
+
+
+def too_costly(name: str, arguments: Mapping[str, Any]) -> str | None:
+    """Why running this call would hang the process, or None.
+
+    ``MathAPI.power(base=10, exponent=10**9)`` computes an exact billion-digit integer and
+    ``square_root(precision=10**9)`` a billion-digit Decimal; no BFCL entry comes near.
+    """
+    for (method, param), limit in _COSTLY.items():
+        value = arguments.get(param) if name == method else None
+        if isinstance(value, int | float) and abs(value) > limit:
+            return f"{param}={value!r} is too large (at most {limit})"
+    return None
+

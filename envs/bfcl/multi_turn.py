@@ -23,9 +23,11 @@ on the turns so far; its verdict is ``info["turn_passed"]`` and the list so far
 Calls are executed the way BFCL executes them, with two guards: a call whose name is no
 method of the entry's API classes, whose parameter names are not identifiers, or whose
 values are not JSON data is answered with an error and not executed (BFCL would ``eval`` it;
-these guards keep Python builtins out of reach). A call to a class method that is not among
-the current tools (a held-out function before its turn) runs, as in BFCL, but is marked
-``valid=False``, as are wrong-type arguments and replies with no call.
+these guards keep Python builtins out of reach); so is a call that would compute for minutes
+(``power`` with an exponent, or ``square_root`` with a precision, above 10,000). A call to a
+class method that is not among the current tools (a held-out function before its turn) runs,
+as in BFCL, but is marked ``valid=False``, as are wrong-type arguments and replies with no
+call.
 
 ``state_key``: a hash of the turn index and the instances' public state (what BFCL's state
 checker compares), so revisited states share a key within a group.
@@ -40,7 +42,13 @@ from typing import Any, Literal
 
 from agentgym.env import BaseEnv
 from agentgym.envs.bfcl import scoring
-from agentgym.envs.bfcl.calls import call_problems, is_safe, question_messages, read_calls
+from agentgym.envs.bfcl.calls import (
+    call_problems,
+    is_safe,
+    question_messages,
+    read_calls,
+    too_costly,
+)
 from agentgym.envs.bfcl.data import SPLITS, BFCLTask, bfcl_version, get_task
 from agentgym.envs.bfcl.data import category as find_category
 from agentgym.errors import ConfigError
@@ -137,10 +145,9 @@ class BFCLMultiTurnEnv(BaseEnv):
         for call in calls:
             problem = call_problems(call, tools)
             name = str(call.name)
-            if name not in self._executor.methods or not is_safe(call.arguments):
-                text = (f"Error during execution: name {name!r} is not defined"
-                        if name not in self._executor.methods else
-                        f"Error during execution: {problem or 'arguments are not plain JSON'}")
+            refusal = self._refusal(name, call.arguments, problem)
+            if refusal is not None:
+                text = f"Error during execution: {refusal}"
                 messages.append(Message("tool", text, tool_call_id=call.id, name=name))
                 problems.append(problem or text)
                 continue
@@ -172,6 +179,15 @@ class BFCLMultiTurnEnv(BaseEnv):
                               info={**info, "success": False, "bfcl": verdict.to_info(),
                                     "turn_results": self._results})
         return StepResult(tuple(observation), None, info=info)
+
+    def _refusal(self, name: str, arguments: Any, problem: str | None) -> str | None:
+        """Why a call is not handed to BFCL's executor (see the module docstring), or None."""
+        assert self._executor is not None
+        if name not in self._executor.methods:
+            return f"name {name!r} is not defined"
+        if not is_safe(arguments):
+            return problem or "parameter names must be identifiers and values plain JSON"
+        return too_costly(name, arguments)
 
     def _end_turn(self, note: str) -> StepResult:
         assert self._executor is not None

@@ -76,6 +76,35 @@ def test_agent_mistakes_and_api_exceptions_are_observations():
     assert builtin.info["executed"] == [] and "not defined" in builtin.observation[0].content
 
 
+def test_hand_built_calls_with_odd_names_ids_and_arguments_are_observations():
+    for category in ("simple_python", "multi_turn_base"):
+        env = make(category)
+        for name in (None, 5, ["x"], {"a": 1}):
+            for arguments in ({"a": 1}, None, [1], {1: 2}, {"a": object()}):
+                run(env.reset(seed=1))
+                odd = ToolCall(None, name, arguments)  # type: ignore[arg-type]
+                result = run(env.step(Message("assistant", "", tool_calls=(odd,))))
+                assert result.info["valid"] is False
+
+
+def test_calls_that_would_compute_for_minutes_are_refused():
+    env = make("multi_turn_base")
+    with_math = next(i for i in task_ids("multi_turn_base")
+                     if "MathAPI" in make_task(i).entry["involved_classes"])
+    run(env.reset(options={"task_id": with_math}))
+    huge = run(env.step(call("power", base=10, exponent=10**9)))
+    assert huge.info["executed"] == [] and "too large" in huge.observation[0].content
+    fine = run(env.step(call("power", base=2, exponent=10)))
+    assert fine.info["executed"] == ["power(base=2,exponent=10)"]
+    assert "1024" in fine.observation[0].content
+
+
+def make_task(task_id):
+    from agentgym.envs.bfcl.data import get_task
+
+    return get_task("multi_turn_base", task_id=task_id)
+
+
 def test_miss_func_adds_the_held_out_function_at_bfcls_turn():
     env = make("multi_turn_miss_func")
     run(env.reset(options={"task_id": "multi_turn_miss_func_0"}))
