@@ -256,7 +256,7 @@ class WebShopEnv(WebShopBase):
                     await self.page.wait_for_load_state("domcontentloaded", timeout=self._ms)
         except (PlaywrightTimeout, TimeoutError) as exc:
             if self._broken():
-                self.episode.fault = exc
+                self.episode.fault = _crash(exc)
                 raise ActionError("the browser stopped responding") from exc
             await self._stop_loading()
             raise ActionError(f"{what} did not finish within {self.action_timeout:g} s (the "
@@ -264,7 +264,7 @@ class WebShopEnv(WebShopBase):
                               f"{self._shown_url()}") from None
         except PlaywrightError as exc:
             if self._broken():
-                self.episode.fault = exc
+                self.episode.fault = _crash(exc)
                 raise ActionError("the browser crashed") from exc
             raise ActionError(f"{what} failed: {str(exc).splitlines()[0]}") from None
         if navigates and not self.page.url.startswith(self.site.url + "/"):
@@ -316,13 +316,14 @@ class WebShopEnv(WebShopBase):
             raw = await self.page.locator("body").aria_snapshot(mode="ai", timeout=self._ms)
         except Exception as exc:
             if self._broken():
-                raise _fault(self.episode, f"the browser crashed: {exc}") from exc
+                raise _fault(self.episode, f"the browser crashed: {_first_line(exc)}") from exc
             await self._stop_loading()  # a page that hangs: read what is there
             try:
                 raw = await self.page.locator("body").aria_snapshot(mode="ai",
                                                                     timeout=self._ms)
             except Exception as again:
-                raise _fault(self.episode, f"the page cannot be read: {again}") from again
+                raise _fault(self.episode, f"the page cannot be read: {_first_line(again)}"
+                             ) from again
         self.snapshot, self.elements = stabilize(raw)
         self._set_key(self.page.url, self.snapshot)
         return f"Page: {self._shown_url()}\n{self.snapshot}"
@@ -398,6 +399,18 @@ class WebShopEnv(WebShopBase):
         }
         role, test = tests[kind]
         return _call("click", ref=ref(role, test))
+
+
+def _first_line(exc: BaseException) -> str:
+    """An error's first line: Playwright appends the browser's log and launch command."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def _crash(exc: BaseException) -> Exception:
+    """The fault an episode ends with when Chromium is gone (one line, no driver log)."""
+    from .base import WebEnvError
+
+    return WebEnvError(f"the browser crashed (Chromium is gone): {_first_line(exc)}")
 
 
 def _fault(episode: Episode, what: str) -> Exception:
