@@ -25,6 +25,8 @@ python -m pip install -q -e '.[bfcl]'
 python -m pip install -q --no-deps bfcl-eval==2026.3.23
 # MiniWoB++: the package's task pages (HTML/JS), driven with Playwright and Chromium.
 python -m pip install -q -e '.[miniwob]'
+# BabyAI (minigrid), TextArena and Reasoning Gym envs.
+python -m pip install -q -e '.[games]'
 ruff check .
 # Here the engine and the browser are installed: a docker or browser test that skips is a failure,
 # and so is a test that would skip for want of torch, transformers, ray or mcp.

@@ -69,6 +69,37 @@ register(
     description="Trace a failed request through long server logs (read/grep); long contexts.",
     max_turns=80,
 )
+
+# BabyAI levels (minigrid), TextArena single-player games and Reasoning Gym datasets. The
+# names are listed here, not imported from the families, so that importing this package
+# imports no env code; envs/babyai/levels.py, envs/textarena/games.py and
+# envs/reasoning_gym/__init__.py hold the same lists (a test keeps them equal).
+for _level in ("GoToObj", "GoToRedBallGrey", "GoToRedBall", "GoToLocal", "GoToObjMaze", "GoTo",
+               "GoToSeq", "PickupLoc", "Pickup", "UnblockPickup", "OpenDoor", "Open",
+               "PutNextLocal", "PutNext", "UnlockLocal", "Unlock", "Synth", "SynthLoc",
+               "SynthSeq", "BossLevel"):
+    register(f"babyai/{_level}-v0", "agentgym.envs.babyai:BabyAIEnv", level=_level,
+             description=f"BabyAI {_level} (minigrid) as text: mission, view in words, 6 actions.",
+             requires=("extra:games",))
+for _game in ("FrozenLake", "Minesweeper", "Sudoku", "TowerOfHanoi", "GuessTheNumber",
+              "Crosswords", "Mastermind", "Sokoban", "2048", "LightsOut", "FifteenPuzzle"):
+    register(f"textarena/{_game}-v0", "agentgym.envs.textarena:TextArenaEnv", game=_game,
+             description=f"TextArena's single-player {_game}, scored by TextArena.",
+             requires=("extra:games",))
+for _name, _dataset in (("ChainSum", "chain_sum"), ("BasicArithmetic", "basic_arithmetic"),
+                        ("LegCounting", "leg_counting"), ("LetterCounting", "letter_counting"),
+                        ("SpellBackward", "spell_backward"), ("WordSorting", "word_sorting"),
+                        ("GSMSymbolic", "gsm_symbolic"), ("SimpleEquations", "simple_equations"),
+                        ("BaseConversion", "base_conversion"),
+                        ("FamilyRelationships", "family_relationships"), ("Maze", "maze"),
+                        ("MiniSudoku", "mini_sudoku"), ("KnightsKnaves", "knights_knaves"),
+                        ("Countdown", "countdown")):
+    register(f"reasoning-gym/{_name}-v0", "agentgym.envs.reasoning_gym:ReasoningGymEnv",
+             dataset=_dataset, description=f"Reasoning Gym {_dataset}, scored by its verifier.",
+             requires=("extra:games",))
+register("reasoning-gym/Dataset-v0", "agentgym.envs.reasoning_gym:ReasoningGymEnv",
+         description="Any Reasoning Gym dataset (dataset=NAME, attempts=N for retries).",
+         requires=("extra:games",))
 register("bfcl/SingleTurn-v0", "agentgym.envs.bfcl:BFCLSingleTurnEnv",
          description="BFCL single-turn function calling (category=...), BFCL's AST checker.")
 register("bfcl/MultiTurn-v0", "agentgym.envs.bfcl:BFCLMultiTurnEnv",
