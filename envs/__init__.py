@@ -101,21 +101,23 @@ register("reasoning-gym/Dataset-v0", "agentgym.envs.reasoning_gym:ReasoningGymEn
          description="Any Reasoning Gym dataset (dataset=NAME, attempts=N for retries).",
          requires=("extra:games",))
 register("bfcl/SingleTurn-v0", "agentgym.envs.bfcl:BFCLSingleTurnEnv",
-         description="BFCL single-turn function calling (category=...), BFCL's AST checker.")
+         description="BFCL single-turn function calling (category=...), BFCL's AST checker.",
+         requires=("extra:bfcl",))
 register("bfcl/MultiTurn-v0", "agentgym.envs.bfcl:BFCLMultiTurnEnv",
          description="BFCL multi-turn function calling on BFCL's API classes and checkers.",
-         max_observation_chars=None)  # BFCL shows results whole (long_context tests that)
+         max_observation_chars=None,  # BFCL shows results whole (long_context tests that)
+         requires=("extra:bfcl",))
 register("scienceworld/ScienceWorld-v0", "agentgym.envs.scienceworld:ScienceWorldEnv",
          description="ScienceWorld's 30 science task types (task=..., split=...), scored by it.",
-         max_turns=100)
+         max_turns=100, requires=("java", "extra:scienceworld"))
 for _game, _name in (("coin", "CoinCollector"), ("cookingworld", "CookingWorld"),
                      ("twc", "TWC"), ("mapreader", "MapReader"), ("arithmetic", "Arithmetic"),
                      ("sorting", "Sorting"), ("simonsays", "SimonSays"),
                      ("peckingorder", "PeckingOrder")):
     register(f"twx/{_name}-v0", "agentgym.envs.textworld_express:TextWorldExpressEnv",
              game=_game, description=f"TextWorldExpress {_game} (game_params=..., split=...).",
-             max_turns=100)
+             max_turns=100, requires=("java", "extra:textworld-express"))
 register("miniwob/MiniWoB-v0", "agentgym.envs.miniwob:MiniWoBEnv",
          description="MiniWoB++ web tasks (task=..., 130 of them) on the miniwob package's own "
                      "pages and rewards, in real Chromium.",
-         max_turns=60)
+         max_turns=60, requires=("browser", "extra:miniwob"))
