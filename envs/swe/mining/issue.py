@@ -20,7 +20,8 @@ from collections.abc import Collection, Sequence
 _HEADER_RE = re.compile(r"^_{3,} (.+?) _{3,}$")
 _FRAME_RE = re.compile(r"^(\S+\.py):(\d+): in (\S+)$")
 _CALL_RE = re.compile(r"([A-Za-z]\w*)\s*\(")
-_ADDRESS_RE = re.compile(r"0x[0-9a-fA-F]{6,}")
+_ADDRESS_RE = re.compile(r"(?:\b0x|(?<![0-9A-Za-z])x)[0-9a-fA-F]{6,}")
+"""Object addresses (``0x7f...``, or ``...x7f...`` in a repr pytest shortened)."""
 MAX_TRACEBACK_LINES = 40
 MAX_LISTED = 6
 _TITLES = ("{entry} gives a wrong result", "Regression in {entry}",
@@ -89,6 +90,11 @@ def clean_traceback(lines: Sequence[str], changed: Sequence[str]) -> tuple[list[
     return out, entry
 
 
+def scrub_addresses(line: str) -> str:
+    """``line`` with object addresses replaced, so the text is the same on every run."""
+    return _ADDRESS_RE.sub("0x...", line)
+
+
 def _called_public(trace: Sequence[str], public: Collection[str]) -> str | None:
     """The first public package function a test-frame code line calls."""
     for line in trace:
@@ -120,7 +126,7 @@ def write_issue(*, package: str, version: str, module: str, function: str,
     sections = failure_sections(output)
     first = failing[0]
     trace, entry = clean_traceback(sections.get(headline(first), []), changed)
-    trace = [_ADDRESS_RE.sub("0x...", line) for line in trace]  # stable across runs
+    trace = [scrub_addresses(line) for line in trace]
     if entry is None or entry.startswith("_"):
         entry = _called_public(trace, public)
     if entry is None and not function.rsplit(".", 1)[-1].startswith("_"):

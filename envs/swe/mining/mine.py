@@ -8,13 +8,18 @@ mutant applied and tested inside it with the suite's own runner:
 2. **Baseline.** Run the suite twice; a test that passes in both is *stable* (one that
    changes between runs is flaky and excluded). Run the stable tests once more by id, the
    way the task's test command will, and keep those that pass addressed that way.
-3. **Mutants.** All candidate edits of the recipe's modules (:mod:`.mutate`) are grouped by
+3. **Line map.** One more run, with a tracing plugin (:mod:`.trace_plugin`), records which
+   lines of the package each stable test executes, and which run at import.
+4. **Mutants.** All candidate edits of the recipe's modules (:mod:`.mutate`) are grouped by
    strategy, each group shuffled by ``random.Random(f"{seed}|{name}=={version}")``, and drawn
    round-robin over the strategies, so every strategy gets tried. A draw that does not parse,
    changes nothing, repeats an earlier tree, or hits a function that already gave
    ``per_function`` tasks is skipped without a test run. Each tried mutant is written into
-   the container, the stable tests run, and the file restored.
-4. **Keep** a mutant when ≥ 1 stable test fails (FAIL_TO_PASS) and fewer than half of them do
+   the container, the stable tests that execute the mutated function's body run (all of
+   them when the body runs at import; none, and the mutant survives, when no test runs it),
+   and the file is restored. A test that does not run the changed code cannot change its
+   outcome, so this is the whole suite's verdict at a fraction of the cost.
+5. **Keep** a mutant when ≥ 1 stable test fails (FAIL_TO_PASS) and fewer than half of them do
    (a bug that breaks the whole suite, e.g. at import, is no task); every other stable test
    then passed by construction. PASS_TO_PASS is the stable tests of the files the failing
    tests are in (as SWE-bench takes them from the test files of the fix), so a task's test
@@ -28,6 +33,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import json
 import random
 import shlex
 import subprocess
@@ -41,7 +47,7 @@ from typing import Any
 
 from agentgym.envs.swe.evaluation import PASSING, parse_pytest_summary
 from agentgym.envs.swe.mining.issue import write_issue
-from agentgym.envs.swe.mining.mutate import STRATEGIES, Mutant, candidates, realize
+from agentgym.envs.swe.mining.mutate import STRATEGIES, Mutant, body_spans, candidates, realize
 from agentgym.envs.swe.mining.recipe import (
     WORKDIR,
     PackageRecipe,
@@ -124,12 +130,15 @@ def draw_order(recipe: PackageRecipe, cands: list[Mutant]) -> Iterator[Mutant]:
 
 
 async def _run(box: Sandbox, recipe: PackageRecipe, targets: list[str],
-               timeout: float) -> tuple[dict[str, str], str, bool, float]:  # noqa: ASYNC109
+               timeout: float,  # noqa: ASYNC109 - passed to exec
+               extra: str = "", env: dict[str, str] | None = None,
+               ) -> tuple[dict[str, str], str, bool, float]:
     # Mining shares the machine: its test runs yield the CPU to everything else.
     cmd = "nice -n 10 " + recipe.test_cmd().format(
-        tests=" ".join(shlex.quote(t) for t in targets))
+        tests=extra + " ".join(shlex.quote(t) for t in targets))
     start = time.monotonic()
-    result = await box.exec(cmd, timeout=timeout, workdir=WORKDIR, env=recipe.env)
+    result = await box.exec(cmd, timeout=timeout, workdir=WORKDIR,
+                            env={**recipe.env, **(env or {})})
     return (parse_pytest_summary(result.stdout), result.stdout, result.timed_out,
             time.monotonic() - start)
 
@@ -153,6 +162,46 @@ async def _baseline(box: Sandbox, recipe: PackageRecipe, report: MiningReport,
     log(f"{recipe.spec}: {len(stable)} stable passing tests of {report.baseline_tests} "
         f"({report.flaky_tests} flaky), suite {secs:.1f}s")
     return stable
+
+
+@dataclass(frozen=True)
+class LineMap:
+    """Which stable tests execute which lines (from the tracing run)."""
+
+    tests: dict[tuple[str, int], frozenset[str]]
+    """(path relative to the sdist root, line) -> ids of the tests that ran it."""
+    at_import: frozenset[tuple[str, int]]
+    """Lines that ran outside any test (module imports)."""
+
+    def affected(self, path: str, span: tuple[int, int], stable: list[str]) -> list[str]:
+        """Stable tests that may see a change in lines ``span`` of ``path``, in order."""
+        lines = [(path, n) for n in range(span[0], span[1] + 1)]
+        if any(x in self.at_import for x in lines):
+            return stable
+        hit = frozenset().union(*(self.tests.get(x, frozenset()) for x in lines))
+        return [t for t in stable if t in hit]
+
+
+async def _line_map(box: Sandbox, recipe: PackageRecipe, stable: list[str]) -> LineMap:
+    plugin = (Path(__file__).parent / "trace_plugin.py").read_text(encoding="utf-8")
+    await box.write_file("/tmp/agentgym_trace/agentgym_trace.py", plugin)
+    roots = ",".join(f"{WORKDIR}/{s}" for s in recipe.sources)
+    env = {"PYTHONPATH": recipe.env["PYTHONPATH"] + ":/tmp/agentgym_trace",
+           "AGENTGYM_TRACE_ROOTS": roots, "AGENTGYM_TRACE_OUT": "/tmp/agentgym_trace.json"}
+    _, out, timed_out, _ = await _run(box, recipe, stable, 1800, "-p agentgym_trace ", env)
+    try:
+        data = json.loads(await box.read_file("/tmp/agentgym_trace.json"))
+    except (OSError, ValueError) as exc:
+        raise SandboxError(f"{recipe.spec}: the tracing run wrote no line map "
+                           f"(timed out: {timed_out}): {out[-1500:]}") from exc
+    strip = len(WORKDIR) + 1
+    names = data["tests"]
+    tests: dict[tuple[str, int], frozenset[str]] = {}
+    for path, lines in data["lines"].items():
+        for line, idx in lines.items():
+            tests[path[strip:], int(line)] = frozenset(names[i] for i in idx)
+    at_import = frozenset((p[strip:], n) for p, ns in data["import"].items() for n in ns)
+    return LineMap(tests, at_import)
 
 
 def _tree_hash(root: Path) -> str:
@@ -240,7 +289,9 @@ async def mine_package(recipe: PackageRecipe, *, client: Any, sandbox: Callable[
         report.candidates = len(cands)
         async with sandbox(recipe.image) as box:
             stable = await _baseline(box, recipe, report, log)
-            kept = await _mutants(box, recipe, report, stable, sources, cands, root, log)
+            lines = await _line_map(box, recipe, stable)
+            kept = await _mutants(box, recipe, report, stable, lines, sources, cands, root,
+                                  log)
     report.seconds = time.monotonic() - start
     log(f"{recipe.spec}: kept {len(kept)} of {sum(s.tried for s in report.strategies.values())}"
         f" tried in {report.seconds:.0f}s")
@@ -248,9 +299,10 @@ async def mine_package(recipe: PackageRecipe, *, client: Any, sandbox: Callable[
 
 
 async def _mutants(box: Sandbox, recipe: PackageRecipe, report: MiningReport,
-                   stable: list[str], sources: dict[str, str], cands: list[Mutant],
-                   root: Path, log: Log) -> list[dict[str, Any]]:
+                   stable: list[str], lines: LineMap, sources: dict[str, str],
+                   cands: list[Mutant], root: Path, log: Log) -> list[dict[str, Any]]:
     dumps = {p: ast.dump(ast.parse(t)) for p, t in sources.items()}
+    spans = {p: body_spans(t) for p, t in sources.items()}
     public = public_names(sources)
     seen: set[str] = set()
     per_function: Counter[tuple[str, str]] = Counter()
@@ -271,12 +323,15 @@ async def _mutants(box: Sandbox, recipe: PackageRecipe, report: MiningReport,
         tried += 1
         counts = report.strategies[mutant.strategy]
         counts.tried += 1
-        await box.write_file(f"{WORKDIR}/{mutant.path}", buggy)
-        try:
-            statuses, output, timed_out, _ = await _run(box, recipe, stable, timeout)
-        finally:
-            await box.write_file(f"{WORKDIR}/{mutant.path}", clean)
-        failing = [t for t in stable if statuses.get(t) not in PASSING]
+        affected = lines.affected(mutant.path, spans[mutant.path][mutant.function], stable)
+        statuses, output, timed_out = {}, "", False
+        if affected:
+            await box.write_file(f"{WORKDIR}/{mutant.path}", buggy)
+            try:
+                statuses, output, timed_out, _ = await _run(box, recipe, affected, timeout)
+            finally:
+                await box.write_file(f"{WORKDIR}/{mutant.path}", clean)
+        failing = [t for t in affected if statuses.get(t) not in PASSING]
         if timed_out:
             counts.timed_out += 1
         elif not failing:

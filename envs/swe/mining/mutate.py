@@ -252,6 +252,15 @@ def _finish(edit: Edit, src: str, off: _Offsets) -> str:
     return f"not {text}" if simple else f"not ({text})"
 
 
+def body_spans(source: str) -> dict[str, tuple[int, int]]:
+    """Qualified function name -> first and last line of its body.
+
+    The ``def`` line is left out: it runs at import, the body only when the function is called.
+    """
+    return {name: (func.body[0].lineno, func.end_lineno or func.body[0].lineno)
+            for name, func in _functions(ast.parse(source))}
+
+
 def candidates(path: str, source: str) -> list[Mutant]:
     """Every candidate edit of one module, in source order, not yet checked.
 

@@ -9,8 +9,9 @@ and :func:`build_package_image` turns it into an image:
 
 - base: the agentgym sandbox image (Debian Python 3, pytest, git; ``agentgym sandbox
   build-image``);
-- ``/testbed``: the unpacked sdist, importable from there (``PYTHONPATH``, as an editable
-  install would be), with no ``.git`` (the env makes the task's base commit at reset);
+- ``/testbed``: the unpacked sdist, owned by the ``agent`` user the image runs as,
+  importable from there (``PYTHONPATH``, as an editable install would be), with no ``.git``
+  (the env makes the task's base commit at reset);
 - ``/opt/agentgym-deps``: the unpacked dependency wheels, also on ``PYTHONPATH``.
 
 Nothing in the image needs the network afterwards. The image name carries a hash of the
@@ -42,6 +43,8 @@ IMAGE_REPO = "agentgym-swe-real"
 DEPS_DIR = "/opt/agentgym-deps"
 WORKDIR = "/testbed"
 RECIPE_LABEL = "agentgym.swe-recipe"
+AGENT_UID = 1000
+"""The base image's ``agent`` user, who owns ``/testbed`` and runs the commands."""
 PYTEST = ("python -m pytest -rA -p no:cacheprovider -W ignore -o addopts= --tb=short "
           "-o console_output_style=classic")
 """The test runner: one summary line per test (``-rA``), no ini ``addopts`` (coverage flags
@@ -269,12 +272,15 @@ def source_files(recipe: PackageRecipe, root: Path) -> list[str]:
 
 
 def _tar_tree(root: Path, arcroot: str, tar: tarfile.TarFile) -> None:
-    for path in sorted(root.rglob("*")):
+    # Owned by the agent user: SWE containers drop every capability, so even root could not
+    # write into a tree owned by someone else.
+    for path in [root, *sorted(root.rglob("*"))]:
         if "__pycache__" in path.parts or path.suffix == ".pyc":
             continue
-        info = tar.gettarinfo(str(path), arcname=f"{arcroot}/{path.relative_to(root).as_posix()}")
-        info.uid = info.gid = 0
-        info.uname = info.gname = "root"
+        rel = path.relative_to(root).as_posix()
+        info = tar.gettarinfo(str(path), arcname=arcroot if rel == "." else f"{arcroot}/{rel}")
+        info.uid = info.gid = AGENT_UID
+        info.uname = info.gname = "agent"
         if info.isfile():
             with open(path, "rb") as f:
                 tar.addfile(info, f)
@@ -316,7 +322,7 @@ def build_package_image(client: Any, recipe: PackageRecipe, log: Log = print) ->
             try:
                 container.put_archive("/", buf.getvalue())
                 container.commit(repo, tag, changes=[
-                    f"LABEL {RECIPE_LABEL}={recipe.spec}",
+                    f"LABEL {RECIPE_LABEL}={recipe.spec}", f"USER {AGENT_UID}:{AGENT_UID}",
                     *(f"ENV {k}={v}" for k, v in recipe.env.items())])
             finally:
                 container.remove(force=True)
