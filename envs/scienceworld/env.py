@@ -112,7 +112,7 @@ class ScienceWorldEnv(BaseEnv):
             names = sw.task_names()
             task, index = names[seed % len(names)], seed // len(names)
         engine = await self._ensure_engine()
-        variations = await asyncio.to_thread(_split_variations, engine, task, self.split)
+        variations = await self._call(_split_variations, engine, task, self.split)
         variation = int(options.get("variation", variations[index % len(variations)]))
         await self._load(task, variation, gold=False)
         self._episode = (task, variation)
@@ -122,6 +122,8 @@ class ScienceWorldEnv(BaseEnv):
                 f"{self._observation.strip()}")
         info = {"task_id": f"scienceworld-{task}-{self.split}-{variation}", "task": task,
                 "variation": variation, "split": self.split, "benchmark": sw.version()}
+        if self.valid_actions_in_info:
+            info["valid_actions"] = self._step_info(valid=True, success=False)["valid_actions"]
         return [Message("user", text)], info
 
     async def _step(self, action: Message) -> StepResult:
@@ -224,7 +226,9 @@ class ScienceWorldEnv(BaseEnv):
                                 "score": self._info.get("score", 0),
                                 "moves": self._info.get("moves", 0), "benchmark": sw.version()}
         if self.valid_actions_in_info:
-            info["valid_actions"] = list(self._info.get("valid", ()))
+            # Sorted: the engine lists them in hash order, which depends on how many objects
+            # the shared JVM has made before, not on the episode.
+            info["valid_actions"] = sorted(self._info.get("valid", ()))
         return info
 
     async def _call(self, fn: Any, *args: Any) -> Any:

@@ -115,6 +115,8 @@ class TextWorldExpressEnv(BaseEnv):
         info = {"task_id": f"twx-{self.game}{params}-{self.split}-{self._game_seed}",
                 "game": self.game, "game_seed": self._game_seed, "split": self.split,
                 "generation": properties, "benchmark": twx.version()}
+        if self.valid_actions_in_info:
+            info["valid_actions"] = self._step_info(valid=True)["valid_actions"]
         return [Message("user", text)], info
 
     async def _step(self, action: Message) -> StepResult:

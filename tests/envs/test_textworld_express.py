@@ -211,3 +211,12 @@ async def test_a_dead_jvm_ends_the_episode_as_an_error_trajectory() -> None:
     trajectory = await run_episode(env, ScriptedPolicy(), seed=0, group_id="g")
     assert trajectory.status == "terminated" and trajectory.outcome_reward == 1.0
     await env.aclose()
+
+
+def test_suite_covers_every_game_on_the_test_seeds() -> None:
+    from agentgym.evaluation.suites import get_suite
+
+    suite = get_suite("textworld-express")
+    assert suite.tag == "textworld-express@1"
+    assert sorted(e.env for e in suite.entries) == IDS
+    assert all(e.split == "test" and len(e.seeds) == 20 for e in suite.entries)

@@ -1,0 +1,160 @@
+"""ScienceWorld env (scienceworld/ScienceWorld-v0) on the package's own engine, in a pooled JVM.
+
+Replaying a gold path takes several seconds a task type on a loaded 2-core machine, so the
+default run replays a fixed sample of task types and the ``sweep`` marker replays all 30.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+import agentgym
+from agentgym import ConfigError, Message
+from agentgym.envs.scienceworld import ScienceWorldEnv, resolve_task, task_names
+
+pytest.importorskip("scienceworld")
+
+SAMPLE = ("find-living-thing", "identify-life-stages-1", "chemistry-mix")
+"""Task types with short gold paths from three topics, replayed in every default run."""
+
+
+async def play_gold(env: ScienceWorldEnv, **options: object) -> tuple[list[str], object]:
+    """Replay the engine's gold path through the env, as the model's replies."""
+    await env.reset(seed=0, options=options)
+    commands = []
+    while True:
+        command = (await env.expert_action()).content
+        commands.append(command)
+        result = await env.step(Message("assistant", f"<action>{command}</action>"))
+        if result.done:
+            return commands, result
+
+
+async def assert_gold_scores_100(task: str) -> None:
+    env = ScienceWorldEnv(task=task, valid_actions_in_info=False)
+    commands, result = await play_gold(env, variation=0)
+    await env.aclose()
+    assert result.terminated and result.info["success"], (task, commands)
+    assert result.info["score"] == 100
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", SAMPLE)
+async def test_gold_path_scores_100_on_a_sample_of_task_types(task: str) -> None:
+    await assert_gold_scores_100(task)
+
+
+@pytest.mark.sweep
+@pytest.mark.parametrize("task", task_names())
+async def test_gold_path_scores_100_on_the_first_variation_of_every_task_type(task: str
+                                                                              ) -> None:
+    await assert_gold_scores_100(task)
+
+
+def _package_replay(task: str, variation: int, commands: list[str]) -> list[list]:
+    """The same commands through the package's own, unmodified env in its own JVM."""
+    code = f"""
+import json
+from scienceworld import ScienceWorldEnv
+env = ScienceWorldEnv(envStepLimit=10**9)
+env.load({task!r}, {variation}, "")
+env.reset()
+out = []
+for c in {commands!r}:
+    obs, reward, done, info = env.step(c)
+    out.append([obs.strip(), reward, done, info["score"]])
+print(json.dumps(out))
+env.close()
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300, check=True)
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+@pytest.mark.slow
+async def test_broken_solutions_agree_with_the_package() -> None:
+    env = ScienceWorldEnv(task="find-living-thing", valid_actions_in_info=False)
+    gold, _ = await play_gold(env, variation=0)
+    focus = next(i for i, c in enumerate(gold) if c.startswith("focus on"))
+    wrong_focus = [*gold[:focus], "focus on door to kitchen"]  # a failure state
+    stop_short = gold[:-2]                                    # never completes
+    for broken in (wrong_focus, stop_short):
+        await env.reset(seed=0, options={"variation": 0})
+        ours = []
+        for command in broken:
+            result = await env.step(Message("assistant", command))
+            ours.append([result.observation[-1].content, result.reward, result.terminated,
+                         result.info["score"]])
+        theirs = _package_replay("find-living-thing", 0, broken)
+        assert ours == [[o, float(r), d, s] for o, r, d, s in theirs]
+        assert not result.info["success"]
+    assert ours[-1][2] is False                 # stopping short leaves the task open ...
+    assert theirs[-1][3] < 100
+    await env.aclose()
+
+
+@pytest.mark.slow
+async def test_check_env() -> None:
+    def make() -> agentgym.Env:
+        return agentgym.make("scienceworld/ScienceWorld-v0", task="melt")
+
+    await agentgym.check_env(make(), make_env=make)  # the second env needs the same task
+
+
+async def test_task_names_ids_and_typos() -> None:
+    assert len(task_names()) == 30
+    assert resolve_task("1-1") == "boil"
+    assert resolve_task("boil") == "boil"
+    with pytest.raises(ConfigError, match="did you mean 'boil'"):
+        ScienceWorldEnv(task="boill")
+    with pytest.raises(ConfigError, match="did you mean 'dev'"):
+        ScienceWorldEnv(split="deev")
+    with pytest.raises(ConfigError, match="expected reset options"):
+        await ScienceWorldEnv().reset(seed=0, options={"taks": "boil"})
+
+
+async def test_seeds_cover_task_types_and_splits_are_the_benchmarks() -> None:
+    env = ScienceWorldEnv(split="test", valid_actions_in_info=False)
+    _, first = await env.reset(seed=0)
+    _, second = await env.reset(seed=1)
+    _, wrapped = await env.reset(seed=30)
+    assert (first["task"], second["task"]) == (task_names()[0], task_names()[1])
+    assert wrapped["task"] == first["task"] and wrapped["variation"] != first["variation"]
+    train = ScienceWorldEnv(task="boil", split="train", valid_actions_in_info=False)
+    variations = {(await train.reset(seed=s))[1]["variation"] for s in range(40)}
+    assert first["variation"] not in variations and len(variations) > 1
+    await env.aclose()
+    await train.aclose()
+
+
+async def test_actions_rewards_state_key_and_mistakes() -> None:
+    env = ScienceWorldEnv(task="boil")
+    messages, info = await env.reset(seed=0, options={"variation": 0})  # boil water
+    assert "boil water" in messages[0].content and "focus on OBJ" in messages[0].content
+    assert info["state_key"].startswith("hallway|") and info["benchmark"].startswith("sci")
+    look = await env.step(Message("assistant", "First I look.\n<action>look around</action>"))
+    assert look.valid and look.reward == 0.0 and look.info["valid_actions"]
+    assert look.info["state_key"] == info["state_key"]  # nothing changed: the same state
+    for reply in ["", "\x00\x01", "🌍" * 500]:
+        result = await env.step(Message("assistant", reply))
+        assert not result.valid and not result.done and result.reward == 0.0
+    unknown = await env.step(Message("assistant", "x" * 100_000))
+    assert not unknown.valid and unknown.observation[-1].content.startswith("No known action")
+    opened = await env.step(Message("assistant", "open door to kitchen"))
+    assert opened.valid and opened.info["state_key"] != info["state_key"]
+    assert "hallway" in env.render()
+    failed = await env.step(Message("assistant", "focus on agent"))  # not the water
+    assert failed.terminated and failed.reward < 0 and not failed.info["success"]
+    await env.aclose()
+
+
+def test_suite_covers_every_task_type_on_test_variations() -> None:
+    from agentgym.evaluation.suites import get_suite
+
+    (entry,) = get_suite("scienceworld").entries
+    assert entry.env == "scienceworld/ScienceWorld-v0" and entry.split == "test"
+    assert len(entry.seeds) == 2 * len(task_names())  # every task type, two variations
