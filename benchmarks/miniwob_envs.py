@@ -1,0 +1,227 @@
+"""MiniWoB++: success per task for a policy, and steps/s and memory at 1, 8, 32 episodes.
+
+    python benchmarks/miniwob_envs.py success --policy expert --seeds 20
+    python benchmarks/miniwob_envs.py success --policy random --seeds 5 --tasks suite
+    python benchmarks/miniwob_envs.py success --policy smollm2 --seeds 2 --max-steps 4
+    python benchmarks/miniwob_envs.py speed
+
+``success`` plays ``--seeds`` seeds (from 1,000,000, the suites' first seed) of each task
+through the rollout engine and writes a per-task table into ``docs/miniwob.md``; ``--tasks``
+is ``solvers`` (the tasks with a scripted solver, the default), ``suite`` (the ``miniwob``
+suite's tasks) or a comma-separated list. ``speed`` runs the scripted solvers on those tasks
+with 1, 8 and 32 concurrent episodes (one Chromium shared by all, a browser context each)
+and measures the memory (PSS of every browser process) with N episodes open, less the idle
+browser's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import statistics
+import time
+from pathlib import Path
+
+from results import write_section
+
+from agentgym.envs.miniwob import MiniWoBEnv, package_version
+from agentgym.envs.miniwob.experts import SOLVERS
+from agentgym.envs.web.shared import browser_processes, shared
+from agentgym.evaluation.suites import get_suite
+from agentgym.policies.base import SamplingParams
+from agentgym.policies.factory import make_agent
+from agentgym.rollout import RolloutConfig, run_groups
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "miniwob.md"
+FIRST_SEED = 1_000_000
+CONCURRENCY = (1, 8, 32)
+
+
+def _tasks(spec: str) -> list[str]:
+    if spec == "solvers":
+        return sorted(SOLVERS)
+    if spec == "suite":
+        return [e.kwargs["task"] for e in get_suite("miniwob").entries]
+    return [t.strip() for t in spec.split(",") if t.strip()]
+
+
+def _machine(load: float) -> str:
+    return (f"{platform.machine()}, {os.cpu_count()} CPU cores, headless Chromium, miniwob "
+            f"{package_version()}; measured under load on a shared machine (load average "
+            f"{load:.1f} at the start, from `uptime`), so times are pessimistic")
+
+
+async def success(policy: str, tasks: list[str], seeds: int, max_steps: int,
+                  concurrency: int, max_tokens: int) -> None:
+    """Per-task success of ``policy``; writes a section of docs/miniwob.md after each task."""
+    load = os.getloadavg()[0]
+    sampling = SamplingParams(temperature=0.0, max_tokens=max_tokens, seed=0)
+    agent = make_agent(policy, seed=0, sampling=sampling)
+    config = RolloutConfig(concurrency=concurrency, max_steps=max_steps, step_timeout=900)
+    rows, start = [], time.perf_counter()
+    for task in tasks:
+        t0 = time.perf_counter()
+        trajs = await run_groups(lambda t=task: MiniWoBEnv(t), agent,
+                                 range(FIRST_SEED, FIRST_SEED + seeds), config,
+                                 env_id=f"miniwob/{task}")
+        scored = [t for t in trajs if t.status != "error"]
+        wins = sum(bool(t.steps and t.steps[-1].result.info.get("success")) for t in scored)
+        steps = statistics.mean(len(t.steps) for t in scored) if scored else 0.0
+        rows.append((task, wins, len(scored), len(trajs) - len(scored), steps))
+        print(f"{task}: {wins}/{len(scored)} won, {rows[-1][3]} errors, {steps:.1f} steps, "
+              f"{time.perf_counter() - t0:.0f} s", flush=True)
+        _write_success(policy, tasks, seeds, max_steps, concurrency, max_tokens, rows,
+                       load, time.perf_counter() - start)
+
+
+def _write_success(policy: str, tasks: list[str], seeds: int, max_steps: int, concurrency: int,
+                   max_tokens: int, rows: list[tuple[str, int, int, int, float]], load: float,
+                   wall: float) -> None:
+    won = sum(r[1] for r in rows)
+    played = sum(r[2] for r in rows)
+    tasks_arg = ("" if tasks == sorted(SOLVERS) else " --tasks suite" if tasks == _tasks("suite")
+                 else " --tasks " + ",".join(tasks))
+    lines = [
+        f"Command: `python benchmarks/miniwob_envs.py success --policy {policy} --seeds {seeds} "
+        f"--max-steps {max_steps} --concurrency {concurrency} --max-tokens {max_tokens}"
+        f"{tasks_arg}`",
+        "",
+        f"{_machine(load)}. Seeds {FIRST_SEED}..{FIRST_SEED + seeds - 1} per task; an episode "
+        f"ends when MiniWoB ends it (success, failure or its time limit at 0.5 s of page time "
+        f"per turn) or after {max_steps} turns (counted as not won). Model policies decode "
+        f"greedily. Success = MiniWoB's raw reward > 0. Overall {won}/{played} "
+        f"({won / max(played, 1):.0%}); wall time {wall / 60:.1f} min.",
+        "",
+        "| task | success | won / played | infrastructure errors | mean turns |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    lines += [f"| {task} | {wins / max(n, 1):.0%} | {wins}/{n} | {errors} | {steps:.1f} |"
+              for task, wins, n, errors, steps in rows]
+    if len(rows) < len(tasks):
+        lines.append(f"\n(Partial: {len(rows)} of {len(tasks)} tasks measured so far.)")
+    write_section(f"Success: {policy}", "\n".join(lines), DOC)
+
+
+async def _solve(env: MiniWoBEnv, seed: int) -> int:
+    await env.reset(seed=seed)
+    for steps in range(1, 40):
+        if (await env.step(await env.expert_action())).done:
+            return steps
+    return 40
+
+
+async def throughput(tasks: list[str], concurrency: int, episodes: int) -> dict[str, float]:
+    """Steps/s with ``concurrency`` workers, each its own env, over ``episodes`` episodes."""
+    envs = [MiniWoBEnv(tasks[i % len(tasks)], action_timeout=30.0) for i in range(concurrency)]
+    seeds = iter(range(FIRST_SEED, FIRST_SEED + episodes))
+    steps: list[int] = []
+
+    async def worker(env: MiniWoBEnv) -> None:
+        for seed in seeds:  # shared iterator: a worker takes the next seed when it is free
+            steps.append(await _solve(env, seed))
+
+    try:
+        await asyncio.gather(*(env.reset(seed=0) for env in envs))  # contexts warm
+        start = time.perf_counter()
+        await asyncio.gather(*(worker(env) for env in envs))
+        wall = time.perf_counter() - start
+    finally:
+        await asyncio.gather(*(env.aclose() for env in envs))
+    return {"steps_per_s": sum(steps) / wall, "episodes": len(steps), "wall_s": wall,
+            "s_per_episode": wall * concurrency / len(steps)}
+
+
+def _pss_mib(pids: list[int]) -> float:
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/smaps_rollup") as f:
+                total += next(int(line.split()[1]) for line in f if line.startswith("Pss:"))
+        except (OSError, StopIteration):
+            continue
+    return total / 1024
+
+
+async def memory(tasks: list[str]) -> list[tuple[int, float, float]]:
+    """(N, browser PSS MiB, idle PSS MiB) with N episodes open, N in CONCURRENCY."""
+    await asyncio.sleep(2.0)
+    base = _pss_mib(browser_processes())
+    envs: list[MiniWoBEnv] = []
+    rows = []
+    try:
+        for n in CONCURRENCY:
+            while len(envs) < n:
+                env = MiniWoBEnv(tasks[len(envs) % len(tasks)], action_timeout=30.0)
+                envs.append(env)
+                await env.reset(seed=len(envs))
+            await asyncio.sleep(2.0)
+            rows.append((n, _pss_mib(browser_processes()), base))
+            print(f"memory with {n} episodes open: {rows[-1][1]:.0f} MiB", flush=True)
+    finally:
+        await asyncio.gather(*(env.aclose() for env in envs))
+    return rows
+
+
+async def speed(tasks: list[str], episodes: int) -> None:
+    """Steps/s and memory per episode; writes a section of docs/miniwob.md."""
+    load = os.getloadavg()[0]
+    pools = shared()
+    browser = await pools.browsers.acquire("chromium")
+    try:
+        mem = await memory(tasks)
+        rows = []
+        for c in CONCURRENCY:
+            rows.append((c, await throughput(tasks, c, max(c, episodes))))
+            print(f"concurrency {c}: {rows[-1][1]}", flush=True)
+    finally:
+        await pools.browsers.release("chromium", browser)
+    lines = [
+        f"Command: `python benchmarks/miniwob_envs.py speed --episodes {episodes}`",
+        "",
+        f"{_machine(load)}. Scripted solvers (no model) on the {len(tasks)} tasks that have "
+        "one, round-robin; each worker owns an env and plays episodes back to back; one "
+        "Chromium shared by all, a browser context per episode. A step is one agent turn (a "
+        "solver may put several tool calls in a turn).",
+        "",
+        "| concurrent episodes | steps/s | s per episode (per worker) | episodes |",
+        "|---:|---:|---:|---:|",
+    ]
+    lines += [f"| {c} | {r['steps_per_s']:.1f} | {r['s_per_episode']:.2f} | {r['episodes']} |"
+              for c, r in rows]
+    lines += [
+        "",
+        "Memory of the browser processes (PSS, shared pages split between processes) with N "
+        "episodes open (reset, task page loaded), less the idle browser:",
+        "",
+        "| episodes open | browser PSS, MiB | idle browser, MiB | per episode, MiB |",
+        "|---:|---:|---:|---:|",
+    ]
+    lines += [f"| {n} | {used:.0f} | {base:.0f} | {(used - base) / n:.1f} |"
+              for n, used, base in mem]
+    write_section("Speed and memory", "\n".join(lines), DOC)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="what", required=True)
+    one = sub.add_parser("success", help="per-task success of a policy")
+    one.add_argument("--policy", default="expert", help="random, expert, smollm2, hf:PATH, ...")
+    one.add_argument("--tasks", default="solvers", help="solvers, suite, or a,b,c")
+    one.add_argument("--seeds", type=int, default=20)
+    one.add_argument("--max-steps", type=int, default=40)
+    one.add_argument("--concurrency", type=int, default=4)
+    one.add_argument("--max-tokens", type=int, default=256, help="per policy call (models)")
+    two = sub.add_parser("speed", help="steps/s and memory at 1, 8 and 32 episodes")
+    two.add_argument("--episodes", type=int, default=48)
+    args = parser.parse_args()
+    if args.what == "success":
+        asyncio.run(success(args.policy, _tasks(args.tasks), args.seeds, args.max_steps,
+                            args.concurrency, args.max_tokens))
+    else:
+        asyncio.run(speed(sorted(SOLVERS), args.episodes))
+
+
+if __name__ == "__main__":
+    main()
