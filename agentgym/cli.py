@@ -16,6 +16,7 @@ from rich.table import Table
 
 import agentgym
 from agentgym.errors import AgentGymError, SchemaError
+from agentgym.policies.limits import REMOTE_STEP_TIMEOUT, default_timeouts
 
 app = typer.Typer(help="Train and evaluate LLM agents in multi-turn environments.",
                   no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
@@ -134,16 +135,19 @@ def rollout(
         help="W (tokens) for --context summarize.")] = 2048,
     max_summaries: Annotated[int, typer.Option(
         help="S: most summaries per episode for --context summarize.")] = 4,
-    step_timeout: Annotated[float, typer.Option(
+    step_timeout: Annotated[float | None, typer.Option(
         help="Seconds one step (policy call + env step) may take before the episode "
-             "is recorded as an error.")] = 300.0,
+             "is recorded as an error (default: no limit for in-process models, "
+             f"{REMOTE_STEP_TIMEOUT:g} s for a server).")] = None,
     kw: KwOption = None,
 ) -> None:
-    """Run episodes with a policy and write trajectories to JSONL."""
-    from rich.progress import Progress
+    """Run episodes with a policy and write trajectories to JSONL.
 
+    Ctrl-C stops at once; the episodes that finished are in the output file.
+    """
     from agentgym.context import ContextConfig, SummarizeConfig
     from agentgym.jsonl import TrajectoryWriter
+    from agentgym.phases import Phases, exit_interrupted
     from agentgym.policies import SamplingParams, make_agent
     from agentgym.rollout import RolloutConfig, run_groups
 
@@ -162,28 +166,35 @@ def rollout(
     if policy in ("random", "scripted", "expert"):
         agent.start([], probe)  # e.g. scripted on an env without an expert: fail here
     asyncio.run(probe.aclose())
+    step_s, episode_s = default_timeouts(agent, step_timeout)
     config = RolloutConfig(group_size=group_size, concurrency=concurrency,
-                           step_timeout=step_timeout)
+                           step_timeout=step_s, episode_timeout=episode_s)
     seeds = range(seed, seed + episodes // group_size)  # lazy: run_groups takes as it goes
-    with TrajectoryWriter(out) as writer, Progress(console=err, transient=True) as progress:
-        task = progress.add_task(f"{env_id} · {policy}", total=episodes)
+    written = 0
+    try:
+        with TrajectoryWriter(out) as writer, Phases(err) as progress:
+            task = progress.add_task(f"rollouts {env_id} · {policy}", total=episodes)
 
-        def done(traj: agentgym.Trajectory) -> None:
-            writer.write(traj)
-            progress.advance(task)
+            def done(traj: agentgym.Trajectory) -> None:
+                nonlocal written
+                writer.write(traj)
+                written += 1
+                progress.advance(task)
 
-        async def main() -> list[agentgym.Trajectory]:
-            backend = getattr(agent, "policy", None)
-            if hasattr(backend, "check"):  # a dead endpoint: one clear error, not N error rows
-                await backend.check()
-            try:
-                return await run_groups(lambda: agentgym.make(env_id, **kwargs), agent, seeds,
-                                        config, env_id=env_id, on_done=done)
-            finally:
-                if backend is not None:
-                    await backend.aclose()
+            async def main() -> list[agentgym.Trajectory]:
+                backend = getattr(agent, "policy", None)
+                if hasattr(backend, "check"):  # a dead endpoint: one clear error, not N error rows
+                    await backend.check()
+                try:
+                    return await run_groups(lambda: agentgym.make(env_id, **kwargs), agent, seeds,
+                                            config, env_id=env_id, on_done=done)
+                finally:
+                    if backend is not None:
+                        await backend.aclose()
 
-        trajs = asyncio.run(main())
+            trajs = asyncio.run(main())
+    except KeyboardInterrupt:
+        exit_interrupted(err, f"{written} finished episodes are in {out}")
     _summary(trajs, out)
 
 

@@ -62,7 +62,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from agentgym.errors import AgentGymError, ConfigError, MissingExtraError, did_you_mean
 from agentgym.policies.base import Completion, FinishReason, GenerationRequest, SamplingParams
@@ -176,7 +176,7 @@ class TransformersPolicy:
             raise ConfigError(f"prefix_cache_mb must be >= 0 (0 = off), got {prefix_cache_mb!r}")
         if threads is not None and (not isinstance(threads, int) or threads < 1):
             raise ConfigError(f"threads must be a positive int or None, got {threads!r}")
-        self.model = model.to(device).eval() if device is not None else model.eval()
+        self.model: Any = model.to(device).eval() if device is not None else model.eval()
         self.tokenizer = prepare_tokenizer(tokenizer)
         self.device = next(self.model.parameters()).device
         self.max_batch_size = max_batch_size
@@ -358,7 +358,7 @@ class TransformersPolicy:
             unique, where = list(slot), [slot[p] for p in prompts]
         else:
             unique, where = prompts, list(range(len(prompts)))
-        cache = DynamicCache(config=self.model.config)
+        cache: Any = DynamicCache(config=self.model.config)  # its layers are replaced below
         plain = all(type(layer) is DynamicLayer for layer in cache.layers)
         # Sliding-window layers keep their own cache: no prefix reuse for such models.
         sources = self._cached_prefixes(unique) if plain and self.share_prefix \
@@ -376,7 +376,7 @@ class TransformersPolicy:
                 for k, (kv, m) in enumerate(sources):
                     for buffer, part in zip(buffers, kv[li] if m else (), strict=False):
                         buffer[k, :, cached - m:cached] = part[:, :m]
-                layer.preload(*buffers, cached)
+                layer.preload(buffers[0], buffers[1], cached)
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         ids = torch.full((len(unique), width), pad, dtype=torch.long)
         mask = torch.zeros((len(unique), cached + width), dtype=torch.long)
@@ -411,8 +411,10 @@ class TransformersPolicy:
             entry, m = store.lookup(prompts[0], stem, version)
             if m < stem:
                 stem_kv = self._run_prefix(prompts[0][:stem], entry, m)
-                store.add(prompts[0][:stem], *zip(*stem_kv, strict=True), version)
+                keys, values = zip(*stem_kv, strict=True)
+                store.add(prompts[0][:stem], keys, values, version)
             else:
+                assert entry is not None  # m >= stem > 0 tokens were found
                 stem_kv = tuple(zip(entry.keys, entry.values, strict=True))
         else:
             stem = 0
@@ -420,6 +422,7 @@ class TransformersPolicy:
         for prompt in prompts:
             entry, m = store.lookup(prompt, len(prompt) - 1, version)
             if m > stem:
+                assert entry is not None  # m > 0 tokens were found
                 out.append((tuple(zip(entry.keys, entry.values, strict=True)), m))
             else:
                 out.append((stem_kv, stem))
@@ -427,19 +430,20 @@ class TransformersPolicy:
 
     def _run_prefix(self, ids: tuple[int, ...], entry: Any, m: int) -> Any:
         """Keys and values of ``ids`` (one row), of which ``entry`` holds the first ``m``."""
-        cache = DynamicCache(config=self.model.config)
+        cache: Any = DynamicCache(config=self.model.config)  # its layers are replaced below
         cache.layers = [GrowingLayer(len(ids)) for _ in cache.layers]
         if m:
             for layer, k, v in zip(cache.layers, entry.keys, entry.values, strict=True):
                 buffers = [t.new_empty((1, t.shape[0], len(ids), t.shape[2])) for t in (k, v)]
                 buffers[0][0, :, :m], buffers[1][0, :, :m] = k[:, :m], v[:, :m]
-                layer.preload(*buffers, m)
+                layer.preload(buffers[0], buffers[1], m)
         positions = torch.arange(m, len(ids), device=self.device)[None]
         self._forward(torch.tensor([ids[m:]], device=self.device), cache, None, positions)
         self.stats.prefill_tokens += len(ids) - m
-        return tuple((layer.keys[0], layer.values[0]) for layer in cache.layers)
+        layers: list[Any] = cache.layers  # GrowingLayers, filled by the forward above
+        return tuple((layer.keys[0], layer.values[0]) for layer in layers)
 
-    def _store_rows(self, cache: DynamicCache, mask: torch.Tensor, rows: list[_Row],
+    def _store_rows(self, cache: Any, mask: torch.Tensor, rows: list[_Row],
                     active: list[int], positions: Iterable[int]) -> None:
         """Keep the keys and values of finished rows (prompt + completion) for later calls."""
         store = self.prefix_store
@@ -558,8 +562,8 @@ class TransformersPolicy:
         Raises:
             ConfigError: An unknown name or a shape mismatch (nothing is copied then).
         """
-        items = list(named_tensors.items() if isinstance(named_tensors, Mapping)
-                     else named_tensors)
+        items = cast(list[tuple[str, torch.Tensor]], list(
+            named_tensors.items() if isinstance(named_tensors, Mapping) else named_tensors))
         with self._lock, torch.no_grad():
             own = self.model.state_dict(keep_vars=True)
             for name, tensor in items:
@@ -605,15 +609,27 @@ class TransformersPolicy:
 
 
 def machine_threads() -> int:
-    """CPUs this process may use: its CPU affinity, capped by a cgroup v2 CPU quota."""
+    """CPU threads that fit this machine now: the CPUs this process may use, less busy ones.
+
+    The CPUs are the process's affinity, capped by a cgroup v2 CPU quota; from them, the
+    one-minute load average of other work is taken off (at least one thread is left). On a
+    shared machine, more threads than free cores make every decode step wait for the
+    slowest thread: measured with a tiny model on 2 cores under a load of 30, 2 threads
+    took 14x as long as 1.
+    """
     n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    n = max(1, n or 1)
     try:  # a container's quota ("max" = none), e.g. "200000 100000" = 2 CPUs
         quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
         if quota != "max":
-            n = min(n or 1, max(1, math.ceil(int(quota) / int(period))))
+            n = min(n, max(1, math.ceil(int(quota) / int(period))))
     except (OSError, ValueError):
         pass
-    return max(1, n or 1)
+    try:
+        busy = os.getloadavg()[0]
+    except OSError:
+        busy = 0.0
+    return max(1, min(n, round(n - busy + 0.49)))
 
 
 def _common_prefix_len(prompts: Sequence[Sequence[int]]) -> int:

@@ -160,16 +160,24 @@ async def test_aclose_stops_the_batch_in_progress(model: Any, tokenizer: Any) ->
     assert policy.stats.completion_tokens < 3000
 
 
-def test_thread_count_fits_the_machine(model: Any, tokenizer: Any) -> None:
+def test_thread_count_fits_the_machine(model: Any, tokenizer: Any,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
     import torch
 
+    cpus = len(os.sched_getaffinity(0))
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    assert machine_threads() == cpus  # idle: every CPU
+    monkeypatch.setattr(os, "getloadavg", lambda: (30.0, 30.0, 30.0))
+    assert machine_threads() == 1  # oversubscribed by others: one thread
     before = torch.get_num_threads()
     try:
-        torch.set_num_threads(machine_threads() + 3)  # oversubscribed
+        torch.set_num_threads(cpus + 3)
         TransformersPolicy(model, tokenizer)
-        assert torch.get_num_threads() == machine_threads()
-        TransformersPolicy(model, tokenizer, threads=1)
         assert torch.get_num_threads() == 1
+        TransformersPolicy(model, tokenizer, threads=2)
+        assert torch.get_num_threads() == 2
         with pytest.raises(ConfigError, match="threads must be"):
             TransformersPolicy(model, tokenizer, threads=0)
         with pytest.raises(ConfigError, match="prefix_cache_mb"):

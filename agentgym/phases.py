@@ -1,0 +1,141 @@
+"""Long commands say which phase they are in and how far it got, on a terminal or in a log.
+
+:class:`Phases` shows a live progress bar on a terminal and, when the output is a file or a
+pipe (CI, ``nohup``, ``> log``), writes plain timestamped lines instead: one when a phase
+starts, one at least every ``every_s`` seconds while it advances, one when its description
+changes and one when it ends. So a redirected run is never silent for long.
+
+It also answers the part of rich's ``Progress`` API that long-running code calls
+(``add_task``, ``update``, ``advance``), so code written against a rich progress bar (the
+trainer's loop) reports through it unchanged.
+
+Example:
+    >>> import io
+    >>> from rich.console import Console
+    >>> out = io.StringIO()
+    >>> with Phases(Console(file=out), live=False, clock=lambda: 0.0) as phases:
+    ...     task = phases.add_task("rollouts", total=2)
+    ...     phases.advance(task)
+    ...     phases.advance(task)
+    >>> print(out.getvalue().strip())
+    [0 s] rollouts 0/2
+    [0 s] rollouts 2/2 done
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+
+@dataclass
+class _Phase:
+    description: str
+    total: float | None
+    completed: float
+    started: float
+    printed: float
+
+
+class Phases:
+    """Progress of the phases of a long command (a context manager).
+
+    Args:
+        console: Where to write; default: standard error.
+        live: A live bar (True) or plain lines (False); default: a bar on a terminal only.
+        every_s: Plain mode: most seconds between two lines of an advancing phase.
+        clock: Seconds, monotonic (tests pass their own).
+    """
+
+    def __init__(self, console: Console | None = None, *, live: bool | None = None,
+                 every_s: float = 10.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.console = console or Console(stderr=True)
+        self.live = self.console.is_terminal if live is None else live
+        self.every_s = every_s
+        self._clock = clock
+        self._start = clock()
+        self._phases: dict[int, _Phase] = {}
+        self._bar: Any = None  # a rich Progress (its stubs say int where it takes float)
+        if self.live:
+            self._bar = Progress(TextColumn("{task.description}"), BarColumn(),
+                                 MofNCompleteColumn(), TimeElapsedColumn(),
+                                 console=self.console, transient=False)
+
+    def __enter__(self) -> Phases:
+        if self._bar is not None:
+            self._bar.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+    def add_task(self, description: str, total: float | None = None, completed: float = 0,
+                 **_: Any) -> int:
+        """Start a phase; returns its id (as rich's ``Progress.add_task``)."""
+        now = self._clock()
+        task = (self._bar.add_task(description, total=total, completed=completed)
+                if self._bar is not None else len(self._phases))
+        self._phases[task] = _Phase(description, total, completed, now, now)
+        if self._bar is None:
+            self._line(self._phases[task])
+        return task
+
+    def update(self, task: int, *, completed: float | None = None, advance: float | None = None,
+               description: str | None = None, total: float | None = None, **_: Any) -> None:
+        """Move a phase on, rename it or change its total (as rich's ``Progress.update``)."""
+        phase = self._phases[task]
+        renamed = description is not None and description != phase.description
+        if completed is not None:
+            phase.completed = completed
+        if advance is not None:
+            phase.completed += advance
+        if description is not None:
+            phase.description = description
+        if total is not None:
+            phase.total = total
+        if self._bar is not None:
+            self._bar.update(task, completed=phase.completed, description=phase.description,
+                             total=phase.total)
+            return
+        now = self._clock()
+        finished = phase.total is not None and phase.completed >= phase.total
+        if renamed or finished or now - phase.printed >= self.every_s:
+            phase.printed = now
+            self._line(phase, " done" if finished else "")
+
+    def advance(self, task: int, advance: float = 1) -> None:
+        """One more item of a phase done (as rich's ``Progress.advance``)."""
+        self.update(task, advance=advance)
+
+    def note(self, text: str) -> None:
+        """A line that stays (a measured score, what was written where); printed literally."""
+        self.console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+    def _line(self, phase: _Phase, suffix: str = "") -> None:
+        count = (f" {phase.completed:g}/{phase.total:g}" if phase.total is not None
+                 else f" {phase.completed:g}")
+        self.note(f"[{self._clock() - self._start:.0f} s] {phase.description}{count}{suffix}")
+
+
+def exit_interrupted(console: Console, what: str) -> NoReturn:
+    """End a command stopped by Ctrl-C at once: say what was kept, exit with 130.
+
+    Call it once the command's files are closed. Exit handlers run (they stop helper
+    processes such as JVM pools); the interpreter's own teardown is skipped, because freeing
+    torch and every loaded module took 8 s on a busy 2-core machine, against a promise to
+    stop within 2 s.
+    """
+    console.print(f"interrupted: {what}", markup=False, highlight=False, soft_wrap=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    atexit._run_exitfuncs()  # the one way to run them before os._exit
+    os._exit(130)
