@@ -1,7 +1,8 @@
 """BFCL accuracies of an ``agentgym eval`` run, under the leaderboard's names, and their mean.
 
 Run ``python -m agentgym.envs.bfcl.leaderboard runs/eval/bfcl-smollm2`` (a results folder or
-its ``results.json``) after ``agentgym eval --suite bfcl ...``. Entries are matched by their
+its ``results.json``) after ``agentgym eval --suite bfcl ...``; for a run stopped before its
+report, the episodes in the folder's ``results.jsonl`` are summarized. Entries are matched by their
 suite labels, which are the leaderboard's column names (``Non-Live Python Simple AST``,
 ``Multi Turn Base``, ...); accuracy is pass@1 over the category's entries (episodes that
 ended in error are left out and counted, as in every eval report).
@@ -50,6 +51,15 @@ def markdown(results: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def partial_results(jsonl: Path) -> dict[str, Any]:
+    """Metrics of the episodes in an eval's ``results.jsonl`` (for a run stopped early)."""
+    from agentgym.evaluation.metrics import entry_of, summarize_by_entry
+    from agentgym.evaluation.results import load_results
+
+    trajs = load_results(jsonl).trajectories
+    return {"metrics": summarize_by_entry(trajs, sorted({entry_of(t) for t in trajs}))}
+
+
 def main(argv: list[str] | None = None) -> int:
     """Print the table for a results folder or file given on the command line."""
     args = sys.argv[1:] if argv is None else argv
@@ -58,12 +68,17 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     path = Path(args[0])
-    path = path / "results.json" if path.is_dir() else path
-    if not path.exists():
-        print(f"no results file at {path}; run `agentgym eval --suite bfcl ...` first",
-              file=sys.stderr)
-        return 2
-    results = json.loads(path.read_text(encoding="utf-8"))
+    if path.is_dir() and not (path / "results.json").exists() and \
+            (path / "results.jsonl").exists():
+        results = partial_results(path / "results.jsonl")  # a run stopped before its report
+        path = path / "results.jsonl"
+    else:
+        path = path / "results.json" if path.is_dir() else path
+        if not path.exists():
+            print(f"no results file at {path}; run `agentgym eval --suite bfcl ...` first",
+                  file=sys.stderr)
+            return 2
+        results = json.loads(path.read_text(encoding="utf-8"))
     if not bfcl_accuracies(results):
         print(f"{path} has no BFCL categories (its entries: {sorted(results.get('metrics', {}))})",
               file=sys.stderr)

@@ -32,3 +32,21 @@ def test_leaderboard_table_gives_each_category_and_the_unweighted_mean(tmp_path,
     out = capsys.readouterr().out
     assert "| Multi Turn Base | 10.0% | 200 | 1 |" in out and "30.0%" in out
     assert main([str(tmp_path / "missing")]) == 2
+
+
+def test_leaderboard_reads_the_episodes_of_a_run_stopped_before_its_report(tmp_path, capsys):
+    from agentgym import Message, Step, StepResult, Trajectory
+    from agentgym.evaluation.metrics import group_id
+
+    lines = []
+    for i, reward in enumerate([1.0, 0.0, 1.0]):
+        result = StepResult((Message("user", "ok"),), reward, terminated=True)
+        step = Step(0, Message("assistant", "x"), result)
+        traj = Trajectory(f"t{i}", f"multi_turn_base_{i}", group_id("Multi Turn Base", i),
+                          (Message("user", "q"),), (step,), status="terminated",
+                          seed=i).with_outcome()
+        lines.append(traj.to_json())
+    (tmp_path / "results.jsonl").write_text("\n".join(lines) + "\n")
+    assert main([str(tmp_path)]) == 0
+    assert "| Multi Turn Base | 66.7% | 3 | 0 |" in capsys.readouterr().out
+
