@@ -42,9 +42,11 @@ def eval_command(
         help="Times an episode that ended in error is run again.")] = 1,
     max_turns: Annotated[int | None, typer.Option(
         help="At most this many turns per episode (default: each env's limit).")] = None,
-    step_timeout: Annotated[float, typer.Option(
-        help="Seconds a policy call or env step may take before the episode is an error.")
-    ] = 300.0,
+    step_timeout: Annotated[float | None, typer.Option(
+        help="Seconds a policy call or env step may take before the episode is an error "
+             "(default: no limit for in-process models, 300 s for a server).")] = None,
+    rerun_errors: Annotated[bool, typer.Option(
+        help="On resume, run again the episodes an earlier run recorded as errors.")] = False,
     model: Annotated[str | None, typer.Option(help="Model name for openai: policies.")] = None,
     train_run: Annotated[Path | None, typer.Option(
         help="A training run_dir: plot its logged evaluations as a learning curve.")] = None,
@@ -71,12 +73,15 @@ def eval_command(
         config = EvalConfig(suite=str(suite), policy=spec, k=k, seed=seed, tasks=tasks,
                             temperature=temperature, max_tokens=max_tokens,
                             concurrency=concurrency, model=model, step_timeout=step_timeout,
-                            max_turns=max_turns, retries=retries)
-        from rich.progress import Progress
+                            max_turns=max_turns, retries=retries, rerun_errors=rerun_errors)
+        from agentgym.phases import Phases, exit_interrupted
 
-        with Progress(console=err, transient=True) as progress:
-            results = evaluate(config, folder, log=lambda m: err.print(m, markup=False),
-                               progress=progress)
+        try:
+            with Phases(err) as progress:
+                results = evaluate(config, folder, log=progress.note, progress=progress)
+        except KeyboardInterrupt:
+            exit_interrupted(err, f"the finished episodes are in {folder / 'results.jsonl'}; "
+                                  "the same command resumes")
         print_results(results, folder)
         runs.append((float(i), results))
     base.mkdir(parents=True, exist_ok=True)
@@ -108,7 +113,7 @@ def _list_suites(names: list[str], get_suite: Any) -> None:
 
 def print_results(results: dict[str, Any], folder: Path) -> None:
     """The metrics table of one eval."""
-    from agentgym.evaluation.report import columns, fmt
+    from agentgym.evaluation.report import columns, fmt, headline
 
     cols = columns(int(results.get("k", 1)))
     table = Table(title=f"{results['suite_tag']} · {results['policy']} → {folder} "
@@ -119,6 +124,7 @@ def print_results(results: dict[str, Any], folder: Path) -> None:
     for name, m in results["metrics"].items():
         table.add_row(name, *(fmt(m.get(key), spec) for _, key, spec in cols))
     console.print(table)
+    console.print(f"overall: {headline(results)}", markup=False, highlight=False)
 
 
 def compare_command(

@@ -67,6 +67,7 @@ def write_report(results: Mapping[str, Any], out_dir: str | Path) -> list[Path]:
     plot = plot_success(results, out_dir / "success.png")
     overall = results["metrics"]["overall"]
     text = [f"# Evaluation: {results.get('suite_tag', '?')} · {results.get('policy', '?')}", "",
+            f"**{headline(results)}**", "",
             f"- episodes: {overall['episodes']} ({overall['errors']} errors), k = "
             f"{results.get('k', 1)}, temperature {results.get('temperature')}, seed "
             f"{results.get('seed')}",
@@ -86,6 +87,32 @@ def wilson(successes: float, n: int, z: float = 1.96) -> tuple[float, float]:
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
     return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def require_plots() -> None:
+    """Check matplotlib is there before a long eval, not when its report is written.
+
+    Raises:
+        MissingExtraError: It is not installed (the message names the install command).
+    """
+    _pyplot()
+
+
+def headline(results: Mapping[str, Any]) -> str:
+    """The overall result in one line: success over all episodes and over scored ones.
+
+    Error episodes (infrastructure faults) are not scored, so a success rate over the scored
+    episodes alone can read 100% while half the episodes errored; the headline gives both.
+    """
+    m = results["metrics"]["overall"]
+    n, errors, wins = m["episodes"], m["errors"], m["successes"]
+    scored = n - errors
+    rate = fmt(wins / n if n else None, "%")
+    text = f"success {wins}/{n} = {rate} of all episodes"
+    if errors:
+        text += (f" (the {errors} errors count as failures); {wins}/{scored} = "
+                 f"{fmt(m['success_rate'], '%')} of the {scored} scored")
+    return text + f"; wall time {results.get('wall_s', 0.0):.1f} s"
 
 
 def _pyplot() -> Any:

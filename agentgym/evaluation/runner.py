@@ -27,6 +27,8 @@ from agentgym.rollout import Agent, RolloutConfig, run_groups
 from agentgym.types import Trajectory
 
 MANIFEST_FILE = "manifest.json"
+TIMING_FILE = "timing.json"
+"""Wall time spent on an eval folder so far, updated as episodes finish."""
 
 
 @dataclass(frozen=True)
@@ -55,12 +57,16 @@ class EvalConfig:
     """Context manager: full | window."""
     history_length: int = 2
     """K for the window context."""
-    step_timeout: float = 300.0
-    """Seconds per policy call or env step before the episode is an error."""
+    step_timeout: float | None = None
+    """Seconds per policy call or env step before the episode is an error (None = no limit
+    for in-process models, 300 s for a server: :mod:`agentgym.policies.limits`)."""
     retries: int = 1
     """Times an error episode is run again before it is recorded as an error."""
     max_turns: int | None = None
     """At most this many turns per episode (None = each env's own limit); for quick runs."""
+    rerun_errors: bool = False
+    """On resume, run again the episodes an earlier run recorded as errors (by default they
+    are kept: counted as errors, not run a second time)."""
 
     def __post_init__(self) -> None:
         if self.k < 1:
@@ -83,6 +89,7 @@ def _jobs(suite: Suite, done: set[tuple[str, int, int]]) -> dict[str, list[tuple
 
 async def run_suite(suite: Suite, agent: Agent, out_dir: str | Path | None = None, *,
                     concurrency: int = 16, step_timeout: float | None = 300.0, retries: int = 1,
+                    episode_timeout: float | None = 1800.0, rerun_errors: bool = True,
                     on_done: Callable[[Trajectory], None] | None = None) -> list[Trajectory]:
     """Run every missing episode of a resolved suite; returns all of them (old and new).
 
@@ -93,6 +100,8 @@ async def run_suite(suite: Suite, agent: Agent, out_dir: str | Path | None = Non
             (error ones are run again). None keeps everything in memory.
         concurrency: Episodes in flight per entry.
         step_timeout: Seconds per policy call or env step.
+        episode_timeout: Seconds per episode.
+        rerun_errors: Run again the error episodes already in ``out_dir`` (else they stay).
         retries: Extra attempts for an episode that ended in error.
         on_done: Called with each finished trajectory.
 
@@ -105,10 +114,12 @@ async def run_suite(suite: Suite, agent: Agent, out_dir: str | Path | None = Non
         results = {episode_key(t): t for t in load_results(path).trajectories}
     writer = TrajectoryWriter(path, append=True) if path is not None else None
     entries = {e.name: e for e in suite.entries}
-    config = RolloutConfig(concurrency=concurrency, step_timeout=step_timeout)
+    config = RolloutConfig(concurrency=concurrency, step_timeout=step_timeout,
+                           episode_timeout=episode_timeout)
+    kept = set() if rerun_errors else {k for k, t in results.items() if not t.scorable}
     try:
         for _attempt in range(retries + 1):
-            done = {key for key, t in results.items() if t.scorable}
+            done = {key for key, t in results.items() if t.scorable or key in kept}
             jobs = {name: js for name, js in _jobs(suite, done).items() if js}
             if not jobs:
                 break
@@ -197,31 +208,45 @@ def evaluate(config: EvalConfig, out_dir: str | Path, *, log: Callable[[str], No
         if backup is not None:
             log(f"kept {len(loaded.valid_lines)} valid lines; the original file is at {backup}")
         errors = sum(not t.scorable for t in loaded.trajectories)
-        log(f"resuming: {len(loaded.trajectories) - errors} episodes already in {out_dir}"
-            + (f"; {errors} that ended in error run again" if errors else ""))
+        if not config.rerun_errors and errors:
+            log(f"resuming: {len(loaded.trajectories)} episodes already in {out_dir}, "
+                f"{errors} of them errors that are kept (--rerun-errors runs them again)")
+        else:
+            log(f"resuming: {len(loaded.trajectories) - errors} episodes already in {out_dir}"
+                + (f"; {errors} that ended in error run again" if errors else ""))
+    from agentgym.evaluation.report import require_plots, write_report
+
+    require_plots()  # the report needs matplotlib: say so now, not after the episodes
     agent = _make_agent(config, temperature)
     total = sum(len(e.seeds) * e.rollouts for e in suite.entries)
-    start = time.perf_counter()
-    trajs = asyncio.run(_run_with_policy(suite, agent, out_dir, config, total, progress))
+    previous, start = _previous_wall(out_dir), time.perf_counter()
+
+    def clock() -> None:  # wall time so far, kept on disk: an interrupted run still counts
+        (out_dir / TIMING_FILE).write_text(json.dumps(
+            {"wall_s": previous + time.perf_counter() - start}), encoding="utf-8")
+
+    trajs = asyncio.run(_run_with_policy(suite, agent, out_dir, config, total, progress,
+                                         clock))
     wall_s = time.perf_counter() - start
+    clock()
     results = {**manifest, "suite_tag": suite.tag,
                "metrics": summarize_by_entry(trajs, [e.name for e in suite.entries], config.k),
-               "wall_s": _previous_wall(out_dir) + wall_s, "wall_s_this_run": wall_s,
+               "wall_s": previous + wall_s, "wall_s_this_run": wall_s,
                "config": asdict(config)}
-    from agentgym.evaluation.report import write_report
-
     write_report(results, out_dir)
     return results
 
 
 def _previous_wall(out_dir: Path) -> float:
-    path = out_dir / "results.json"
-    if not path.exists():
-        return 0.0
-    try:
-        return float(json.loads(path.read_text(encoding="utf-8")).get("wall_s", 0.0))
-    except (ValueError, AttributeError):
-        return 0.0
+    """Seconds earlier runs into ``out_dir`` took (finished or interrupted)."""
+    for name in (TIMING_FILE, "results.json"):
+        path = out_dir / name
+        if path.exists():
+            try:
+                return float(json.loads(path.read_text(encoding="utf-8")).get("wall_s", 0.0))
+            except (ValueError, AttributeError):
+                continue
+    return 0.0
 
 
 def _make_agent(config: EvalConfig, temperature: float) -> Any:
@@ -236,20 +261,31 @@ def _make_agent(config: EvalConfig, temperature: float) -> Any:
 
 
 async def _run_with_policy(suite: Suite, agent: Any, out_dir: Path, config: EvalConfig,
-                           total: int, progress: Any) -> list[Trajectory]:
+                           total: int, progress: Any, clock: Callable[[], None]
+                           ) -> list[Trajectory]:
+    from agentgym.policies.limits import default_timeouts
+
     backend = getattr(agent, "policy", None)
+    step_s, episode_s = default_timeouts(agent, config.step_timeout)
     task = None
     if progress is not None:
-        already = sum(t.scorable for t in load_results(out_dir / RESULTS_FILE).trajectories)
-        task = progress.add_task(f"{suite.name} · {config.policy}", total=total,
+        recorded = load_results(out_dir / RESULTS_FILE).trajectories
+        already = sum(t.scorable or not config.rerun_errors for t in recorded)
+        task = progress.add_task(f"eval {suite.name} · {config.policy}", total=total,
                                  completed=already)
+
+    def done(_traj: Trajectory) -> None:
+        clock()
+        if task is not None:
+            progress.advance(task)
+
     try:
         if hasattr(backend, "check"):  # a dead endpoint: one clear error before any episode
             await backend.check()
         return await run_suite(
-            suite, agent, out_dir, concurrency=config.concurrency,
-            step_timeout=config.step_timeout, retries=config.retries,
-            on_done=(lambda _t: progress.advance(task)) if task is not None else None)
+            suite, agent, out_dir, concurrency=config.concurrency, step_timeout=step_s,
+            episode_timeout=episode_s, retries=config.retries,
+            rerun_errors=config.rerun_errors, on_done=done)
     finally:
         if backend is not None and hasattr(backend, "aclose"):
             await backend.aclose()
