@@ -28,6 +28,7 @@ python -m pip install -q -e '.[miniwob]'
 # BabyAI (minigrid), TextArena and Reasoning Gym envs.
 python -m pip install -q -e '.[games]'
 ruff check .
+bash .ci/typecheck.sh  # pyright, basic mode, on agentgym/, trainers/ and sandboxes/
 # Here the engine and the browser are installed: a docker or browser test that skips is a failure,
 # and so is a test that would skip for want of torch, transformers, ray or mcp.
 export AGENTGYM_REQUIRE_DOCKER=1 AGENTGYM_REQUIRE_BROWSER=1 AGENTGYM_REQUIRE_EXTRAS=1

@@ -84,8 +84,8 @@ async def check_env(env: Env, *, seed: int = 0, actions: Sequence[Message] = (),
                   "back as observations with info['valid'] = False")
         ran.append("agent mistakes are observations")
 
-        other = make_env() if make_env is not None else (
-            env.spec.make() if getattr(env, "spec", None) is not None else env)
+        spec = getattr(env, "spec", None)
+        other = make_env() if make_env is not None else (spec.make() if spec is not None else env)
         try:
             second = await _play(other, seed, actions, lambda ok, what: None)
         finally:
@@ -176,5 +176,6 @@ def _fingerprint(played: tuple[list[Message], list[StepResult | None], Trajector
 
 
 def _report(env: Env, problems: list[str]) -> str:
-    name = env.spec.id if getattr(env, "spec", None) is not None else type(env).__name__
+    spec = getattr(env, "spec", None)
+    name = spec.id if spec is not None else type(env).__name__
     return f"{name} fails the env contract:\n" + "\n".join(f"- {p}" for p in problems)

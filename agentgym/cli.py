@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import sys
@@ -85,7 +86,7 @@ def play(
 
 
 async def _play(env_id: str, seed: int, kwargs: dict[str, Any]) -> None:
-    async with agentgym.make(env_id, **kwargs) as env:
+    async with contextlib.aclosing(agentgym.make(env_id, **kwargs)) as env:
         observation, info = await env.reset(seed=seed)
         tools = {t.name: t for t in env.tools}
         console.rule(f"{env_id}  task {info.get('task_id', '')}")
@@ -183,8 +184,9 @@ def rollout(
 
             async def main() -> list[agentgym.Trajectory]:
                 backend = getattr(agent, "policy", None)
-                if hasattr(backend, "check"):  # a dead endpoint: one clear error, not N error rows
-                    await backend.check()
+                check = getattr(backend, "check", None)
+                if check is not None:  # a dead endpoint: one clear error, not N error rows
+                    await check()
                 try:
                     return await run_groups(lambda: agentgym.make(env_id, **kwargs), agent, seeds,
                                             config, env_id=env_id, on_done=done)

@@ -21,7 +21,7 @@ import threading
 from collections.abc import Coroutine, Sequence
 from concurrent.futures import Future
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import gymnasium
 import numpy as np
@@ -175,8 +175,8 @@ class GymnasiumEnv(gymnasium.Env[str, str]):
         from agentgym.wrappers import clean_text
 
         marker_room = 64
-        text = clean_text(render_observation(messages), self.observation_space.max_length
-                          - marker_room)
+        space = cast(spaces.Text, self.observation_space)
+        text = clean_text(render_observation(messages), space.max_length - marker_room)
         self._last = text
         return text
 

@@ -128,7 +128,7 @@ class EnvSpec:
                     f"{self.id} got unexpected keyword argument(s) {unknown}; it accepts "
                     f"{sorted(accepted | {'max_turns', 'max_observation_chars'})}{hints}"
                 )
-        env = self.load()(**{**self.kwargs, **kwargs})
+        env: Any = self.load()(**{**self.kwargs, **kwargs})  # wrapped below
         try:
             env.spec = self
         except AttributeError:  # a wrapper exposing spec read-only

@@ -24,7 +24,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from agentgym.context import (
     Context,
@@ -109,7 +109,10 @@ class StepTimeoutError(TimeoutError):
     """A policy call or an env step ran past ``RolloutConfig.step_timeout``."""
 
 
-async def _within(seconds: float | None, what: str, awaitable: Awaitable[object]) -> object:
+T = TypeVar("T")
+
+
+async def _within(seconds: float | None, what: str, awaitable: Awaitable[T]) -> T:
     """Await ``awaitable`` under the step timeout, naming what ran past it.
 
     A ``TimeoutError`` raised by the awaited call itself (a backend's own HTTP timeout) is

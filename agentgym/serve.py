@@ -332,7 +332,8 @@ def _message(item: object, i: int) -> Message:
 
 def _tool_call(raw: object, where: str) -> ToolCall:
     fn = raw.get("function") if isinstance(raw, Mapping) else None
-    if not isinstance(fn, Mapping) or not isinstance(fn.get("name"), str):
+    if not isinstance(raw, Mapping) or not isinstance(fn, Mapping) \
+            or not isinstance(fn.get("name"), str):
         raise BadRequest(f"{where} needs function.name")
     args = fn.get("arguments") or {}
     if isinstance(args, str):

@@ -46,7 +46,6 @@ import numpy as np
 from agentgym.engines.versioned import VersionedAgent
 from agentgym.errors import ConfigError
 from agentgym.policies.backends import BackendOptions, build_backend
-from agentgym.policies.base import Policy
 from agentgym.policies.hf import TransformersPolicy
 from agentgym.rollout import RolloutConfig, run_groups
 from agentgym.trainers.batching import Sample
@@ -130,7 +129,7 @@ class RolloutDriver:
 
     config: TrainConfig
     """The run's config."""
-    policy: Policy
+    policy: TransformersPolicy
     """The in-process generation backend (a copy of the weights, or the trained model
     itself when only the Ray workers generate)."""
     learner: Learner

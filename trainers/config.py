@@ -78,8 +78,12 @@ class ModelConfig:
 
 
 @dataclass(frozen=True)
-class RolloutSection:
-    """How trajectories are collected each step."""
+class CollectionConfig:
+    """How trajectories are collected each step (the ``rollout`` section).
+
+    Not :class:`agentgym.rollout.RolloutConfig`, the rollout engine's own settings, which the
+    trainer builds from this section.
+    """
 
     tasks_per_step: int = 4
     """Tasks (groups) per training step."""
@@ -128,7 +132,7 @@ class AlgorithmConfig:
 
 
 @dataclass(frozen=True)
-class LossSection:
+class LossConfig:
     """PPO-clip loss (spec §8)."""
 
     clip_low: float = 0.2
@@ -291,11 +295,11 @@ class TrainConfig:
     """The environment."""
     model: ModelConfig = field(default_factory=ModelConfig)
     """The policy model."""
-    rollout: RolloutSection = field(default_factory=RolloutSection)
+    rollout: CollectionConfig = field(default_factory=CollectionConfig)
     """Trajectory collection."""
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     """Credit assignment."""
-    loss: LossSection = field(default_factory=LossSection)
+    loss: LossConfig = field(default_factory=LossConfig)
     """The loss."""
     optim: OptimConfig = field(default_factory=OptimConfig)
     """The optimizer."""
@@ -367,7 +371,7 @@ def from_dict(cls: type[Any], data: Mapping[str, Any], where: str = "") -> Any:
 
 def _coerce(hint: Any, value: Any, path: str) -> Any:
     origin, args = get_origin(hint), get_args(hint)
-    if dataclasses.is_dataclass(hint):
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         return from_dict(hint, value or {}, path)
     if origin in (types.UnionType, typing.Union):
         if value is None and type(None) in args:

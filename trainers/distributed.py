@@ -85,7 +85,7 @@ def shard_samples(samples: Sequence[Sample], rank: int, world: int) -> list[int]
     return [i for i in range(len(samples)) if owner[i] == rank]
 
 
-def shard_model(model: torch.nn.Module, gradient_checkpointing: bool = False,
+def shard_model(model: Any, gradient_checkpointing: bool = False,
                 reshard_after_forward: bool = True, mixed_precision: str = "none"
                 ) -> torch.nn.Module:
     """FSDP2 ``fully_shard`` on every decoder layer, then on the root (in place)."""
@@ -149,7 +149,7 @@ class FSDPUpdater:
         self._send(("recompute", samples))
         return self.recompute(self.learner, samples, self.config)
 
-    def full_state(self) -> dict[str, torch.Tensor]:
+    def full_state(self) -> dict[str, Any]:
         """The full weights, gathered on rank 0 (CPU)."""
         self._send(("state", None))
         return self._full_state()
@@ -180,7 +180,7 @@ class FSDPUpdater:
         dist.broadcast_object_list(box, src=0)
         return box[0]
 
-    def _full_state(self) -> dict[str, torch.Tensor]:
+    def _full_state(self) -> dict[str, Any]:
         from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
         return get_model_state_dict(self.learner.model, options=StateDictOptions(
@@ -252,7 +252,7 @@ class FSDPUpdater:
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point for torchrun: rank 0 trains (``agentgym.trainers.loop.train``), others serve."""
     parser = argparse.ArgumentParser(prog="python -m agentgym.trainers.distributed",
-                                     description=__doc__.split("\n\n")[0])
+                                     description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("config", help="training config YAML")
     parser.add_argument("overrides", nargs="*", help="dotted overrides, e.g. optim.lr=1e-6")
     args = parser.parse_args(argv)

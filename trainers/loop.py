@@ -147,7 +147,8 @@ def build(config: TrainConfig, resume: bool = False) -> Run:
     driver = make_driver(config, state, learner, policy)
     if driver is not None:  # rollouts read the driver's generation copy of the weights
         policy, learner = driver.policy, driver.learner
-    weights = policy.model if driver is not None and driver.distributed is not None else model
+    sharded = driver is not None and driver.distributed is not None
+    weights: Any = policy.model if sharded else model  # full weights (rank 0 keeps a copy)
     return Run(config, learner, policy, weights, estimator, rewards, progress,
                MetricsLog(run_dir, config.tensorboard), Checkpointer(run_dir, config.save_every),
                driver, state)
@@ -184,7 +185,7 @@ async def _run(run: Run, progress: Any) -> None:
                 run.checkpointer.save(run.state, run.weights, run.learner.optimizer)
                 if run.progress is not None:
                     run.progress.save(Path(cfg.run_dir), step)
-            if task is not None:
+            if task is not None and progress is not None:
                 progress.update(task, completed=step, description=(
                     f"step {step} reward {metrics['reward_mean']:.3f} "
                     f"success {metrics['success_rate']:.0%} loss {metrics.get('loss', 0):.4f}"))
@@ -212,8 +213,9 @@ async def train_step(run: Run) -> dict[str, float]:
             f"{metrics['error_rate']:.0%} of step {step}'s rollouts errored (limit "
             f"algorithm.max_error_rate={cfg.algorithm.max_error_rate}); first errors: {errors}")
     metrics.update(swe_metrics(trajs))  # completion/modification/resolve, when reported
-    if run.rewards is not None:  # G-RA / D-RA: the estimator sees the rewritten rewards
-        groups = rescore_groups(groups, run.rewards, cfg.algorithm.reward_accumulation)
+    accumulation = cfg.algorithm.reward_accumulation
+    if run.rewards is not None and accumulation != "none":  # G-RA / D-RA: rewritten rewards
+        groups = rescore_groups(groups, run.rewards, accumulation)
         metrics.update(accumulation_metrics(groups))
     if run.progress is not None:  # SPA: refit the progress estimator, write ĉ_t into the steps
         groups = await run.progress.on_groups(step, groups, metrics, _explorer(run))
@@ -226,9 +228,10 @@ async def train_step(run: Run) -> dict[str, float]:
         samples = samples_from_groups(kept, run.estimator(kept), skip_zero_advantage=True) \
             if kept else []
     update_start = time.perf_counter()
-    if run.driver is not None:  # async: update in a thread while rollouts go on; then sync
-        metrics.update(await run.driver.update(samples, step))
-        await run.driver.sync()
+    driver = run.driver
+    if driver is not None:  # async: update in a thread while rollouts go on; then sync
+        metrics.update(await driver.update(samples, step))
+        await driver.sync()
     else:
         metrics.update(ppo_update(run.learner, samples, UpdateConfig.of(cfg), step=step))
         await run.policy.update_weights([])  # it shares the trained weights: a new version

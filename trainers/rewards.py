@@ -42,7 +42,7 @@ import math
 import numbers
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Literal, cast
 
 from agentgym.errors import ConfigError, SchemaError
 from agentgym.types import Group, Trajectory
@@ -119,7 +119,7 @@ def accumulate(traj: Trajectory, components: Sequence[RewardComponent],
             totals[c.name] = float(value)
             per_step[c.name] = [0.0] * (n - 1) + [float(value)] if n else []
         else:
-            per_step[c.name] = [float(v) for v in value]
+            per_step[c.name] = [float(v) for v in cast(Sequence[float], value)]
             if len(per_step[c.name]) != n:
                 raise ValueError(f"component {c.name!r} scored {len(per_step[c.name])} steps "
                                  f"of trajectory {traj.id!r}, which has {n}")

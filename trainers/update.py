@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from agentgym.trainers.batching import MicroBatch, Sample, micro_batches
-from agentgym.trainers.config import LossSection, OptimConfig, TrainConfig
+from agentgym.trainers.config import LossConfig, OptimConfig, TrainConfig
 from agentgym.trainers.loss import LossStats, ppo_clip_loss, token_logprobs
 from agentgym.trainers.metrics import weighted_mean
 
@@ -41,7 +41,7 @@ class UpdateConfig:
 
     optim: OptimConfig
     """Epochs, mini-batches, the micro-batch token budget and gradient clipping."""
-    loss: LossSection
+    loss: LossConfig
     """Clip ranges, aggregation, KL and entropy weights, π_old recomputation."""
     temperature: float
     """Sampling temperature: the loss scores tokens at the temperature they were sampled."""

@@ -280,8 +280,9 @@ async def _run_with_policy(suite: Suite, agent: Any, out_dir: Path, config: Eval
             progress.advance(task)
 
     try:
-        if hasattr(backend, "check"):  # a dead endpoint: one clear error before any episode
-            await backend.check()
+        check = getattr(backend, "check", None)
+        if check is not None:  # a dead endpoint: one clear error before any episode
+            await check()
         return await run_suite(
             suite, agent, out_dir, concurrency=config.concurrency, step_timeout=step_s,
             episode_timeout=episode_s, retries=config.retries,

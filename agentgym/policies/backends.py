@@ -160,7 +160,7 @@ def _vllm(target: str, o: BackendOptions) -> Policy:
     from agentgym.policies.vllm import VLLMPolicy
 
     folder = str(embedded_model_dir()) if target in ("smollm2", "embedded") else target
-    return VLLMPolicy(folder, **({"dtype": o.dtype} if o.dtype else {}))
+    return VLLMPolicy(folder, dtype=o.dtype) if o.dtype else VLLMPolicy(folder)
 
 
 def _openai(target: str, o: BackendOptions) -> Policy:

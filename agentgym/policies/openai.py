@@ -438,8 +438,9 @@ def _tool_calls(raw: object, content: str, url: str) -> tuple[tuple[ToolCall, ..
             raise BackendError(f"{url} answered tool_calls[{i}] without function.name", url=url)
         calls.append((str(item.get("id") or f"call_{i}"), fn["name"], fn.get("arguments")))
     parsed = [_arguments(args) for _, _, args in calls]
-    if all(p is not None for p in parsed):
-        return tuple(ToolCall(cid, name, p) for (cid, name, _), p in zip(calls, parsed,
+    whole = [p for p in parsed if p is not None]
+    if len(whole) == len(parsed):
+        return tuple(ToolCall(cid, name, p) for (cid, name, _), p in zip(calls, whole,
                                                                           strict=True)), content
     blocks = "".join(
         f'<tool_call>{{"name": {json.dumps(name)}, "arguments": '

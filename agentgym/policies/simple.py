@@ -79,7 +79,8 @@ class ScriptedAgent:
         """An episode following the env's expert."""
         expert = getattr(env, "expert_action", None)
         if expert is None:
-            name = env.spec.id if getattr(env, "spec", None) is not None else type(env).__name__
+            spec = getattr(env, "spec", None)
+            name = spec.id if spec is not None else type(env).__name__
             raise ConfigError(
                 f"{name} has no scripted policy (the env defines no expert_action()); "
                 "use --policy random"

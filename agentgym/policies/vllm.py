@@ -48,9 +48,9 @@ class VLLMPolicy:
     def __init__(self, model: str, *, gpu_memory_utilization: float = 0.5,
                  max_model_len: int = 8192, dtype: str = "bfloat16",
                  **engine_kwargs: Any) -> None:
-        try:
-            from vllm import AsyncEngineArgs
-            from vllm.v1.engine.async_llm import AsyncLLM
+        try:  # the checker resolves `vllm` to this very file (an optional extra; see pyproject)
+            from vllm import AsyncEngineArgs  # pyright: ignore[reportAttributeAccessIssue]
+            from vllm.v1.engine.async_llm import AsyncLLM  # pyright: ignore[reportMissingImports]
         except ImportError as exc:
             raise MissingExtraError("vllm", "vllm", "The vLLM backend") from exc
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
@@ -98,9 +98,11 @@ class VLLMPolicy:
     def _sampling(params: SamplingParams) -> Any:
         from vllm import SamplingParams as VSamplingParams
 
-        return VSamplingParams(temperature=params.temperature, top_p=params.top_p,
-                               max_tokens=params.max_tokens, stop=list(params.stop) or None,
-                               include_stop_str_in_output=True, seed=params.seed, logprobs=0)
+        kwargs: dict[str, Any] = {  # vLLM's SamplingParams, not ours
+            "temperature": params.temperature, "top_p": params.top_p,
+            "max_tokens": params.max_tokens, "stop": list(params.stop) or None,
+            "include_stop_str_in_output": True, "seed": params.seed, "logprobs": 0}
+        return VSamplingParams(**kwargs)
 
     async def update_weights(self, named_tensors: Mapping[str, Any] | Iterable[tuple[str, Any]],
                              *, version: int | None = None) -> int:

@@ -32,7 +32,7 @@ from agentgym.types import Message, StepResult
 
 SPLIT_SEEDS = {"train": 0, "test": 2**40}
 """Dataset seed of each split; entry ``i`` of a split is ``Random(split_seed + i)``."""
-TASKS_PER_SPLIT = 1_000_000
+TASKS_PER_SPLIT = 100_000
 """Entries per split (the episode seed is the entry index). The datasets are virtual, but a
 few precompute per entry at construction (``gsm_symbolic`` draws a template per index)."""
 

@@ -108,7 +108,8 @@ def coerce(value: Any, hint: Any, *, text: bool) -> Any:
                 return float(value)
     if hint is str and isinstance(value, str):
         return value
-    if hint is type(None) and (value is None or (is_text and value.lower() in ("none", "null"))):
+    null_text = text and isinstance(value, str) and value.lower() in ("none", "null")
+    if hint is type(None) and (value is None or null_text):
         return None
     raise ValueError(_describe(hint))
 

@@ -110,7 +110,7 @@ def history_length(groups: Sequence[Group], option: int | None) -> int:
             "read from the minimal form?); set the option history_length, e.g. "
             "algorithm.options.history_length=2 or --set history_length=2, or roll out with "
             "rollout.context=window")
-    values = sorted(found - {None}, key=float)
+    values = sorted(float(v) for v in found if v is not None)
     if len(found) > 1 or not (float(values[0]).is_integer() and float(values[0]) >= 0):
         raise ConfigError(f"trajectories record different or invalid history windows "
                           f"(metrics[{HISTORY_METRIC!r}]: {sorted(map(str, found))}); "
