@@ -296,11 +296,18 @@ def advantages(
         except TypeError as exc:
             raise typer.BadParameter(str(exc), param_hint="--reward-set") from exc
         groups = rescore_groups(groups, swe_components(reward_cfg), rewards)
+    written = 0
     for line in advantages_jsonl(groups, estimate):
         if "NaN" in line or "Infinity" in line:  # not JSON: refuse rather than print it
             raise SchemaError(f"{trajectories}: the estimator produced a non-finite advantage "
                               f"({line[:200]}); expected finite rewards in every group")
         sys.stdout.write(line + "\n")
+        written += 1
+    if not written:  # nothing printed and exit 0 would read as "no advantages to report"
+        read = sum(len(g.trajectories) for g in groups)
+        raise SchemaError(f"{trajectories} holds no scorable trajectory ({read} read, every one "
+                          "an error or unscored); advantages need episodes that ended "
+                          "terminated or truncated with a reward")
 
 
 @app.command()
@@ -313,17 +320,17 @@ def train(
                       ] = False,
 ) -> None:
     """Train a policy with group-based RL; metrics, checkpoints and config go to run_dir."""
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
+    from agentgym.phases import Phases, exit_interrupted
     from agentgym.trainers.config import load_config
 
     cfg = load_config(config, overrides or [])
     from agentgym.trainers.loop import train as run_training  # imports torch
 
-    columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/"
-               "{task.total}"), TimeElapsedColumn())
-    with Progress(*columns, console=err) as progress:
-        run_dir = run_training(cfg, resume=resume, progress=progress)
+    try:
+        with Phases(err) as progress:  # a bar on a terminal, log lines otherwise
+            run_dir = run_training(cfg, resume=resume, progress=progress)
+    except KeyboardInterrupt:
+        exit_interrupted(err, f"the checkpoints so far are in {cfg.run_dir}; --resume goes on")
     _train_summary(run_dir)
 
 

@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from agentgym.errors import SchemaError
 from agentgym.evaluation.metrics import succeeded
 from agentgym.evaluation.viewer_page import PAGE
 from agentgym.files import atomic_write, refuse_overwrite
@@ -53,6 +54,7 @@ def load_episodes(path: str | os.PathLike[str], advantages: str | os.PathLike[st
 
     Raises:
         FileNotFoundError: ``path`` (or ``advantages``) does not exist.
+        SchemaError: ``path`` holds no trajectory line.
     """
     path = Path(path)
     if not path.is_file():
@@ -80,6 +82,10 @@ def load_episodes(path: str | os.PathLike[str], advantages: str | os.PathLike[st
         if limit is not None and len(episodes) >= limit:
             notes.append(f"showing the first {limit} episodes (--limit)")
             break
+    if not episodes:  # an empty page and success would hide a wrong file
+        first = notes[0] if notes else "the file is empty"
+        raise SchemaError(f"{str(path)!r} holds no trajectory ({first}); expected trajectory "
+                          "JSONL: `agentgym rollout` output or an eval's results.jsonl")
     return episodes, notes
 
 

@@ -36,6 +36,9 @@ PAGE = r"""<!doctype html>
   .msg { border: 1px solid var(--line); border-radius: 6px; padding: 6px 10px; margin: 6px 0;
          white-space: pre-wrap; word-break: break-word; }
   .role { font-size: 11px; text-transform: uppercase; color: var(--muted); display: block; }
+  /* What the env shows (game boards, grids, logs) lines up only in a monospace font. */
+  .user .text, .tool .text { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas,
+                             "DejaVu Sans Mono", monospace; }
   .user { background: #fafafa; } .assistant { background: #f1f7ff; }
   .tool { background: #f6fbf2; } .system { background: #fff8e6; }
   .call { font-family: ui-monospace, monospace; background: #eef; padding: 2px 6px;
@@ -95,7 +98,8 @@ function badge(kind, text) { return el("span", {class: "badge " + kind}, text ||
 
 function message(m) {
   const box = el("div", {class: "msg " + m.role, "data-testid": "message"},
-                 el("span", {class: "role"}, m.role + (m.name ? " · " + m.name : "")), m.content);
+                 el("span", {class: "role"}, m.role + (m.name ? " · " + m.name : "")),
+                 el("span", {class: "text", "data-testid": "message-text"}, m.content));
   for (const c of m.tool_calls || []) {
     box.append(el("span", {class: "call", "data-testid": "tool-call"},
                   c.name + "(" + c.arguments + ")"));
