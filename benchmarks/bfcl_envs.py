@@ -172,10 +172,12 @@ async def main(quick: bool) -> None:
         "|---|---|---|---|---|",
         *(f"| {c} | {lo:.2f} s | {s1:.0f} | {s16:.0f} | {m:.0f} KiB |"
           for c, lo, s1, s16, m in rows), "",
-        "Steps run BFCL's checkers in-process (the AST checker on every single-turn reply; "
-        "the multi-turn checker, which re-executes the turns so far, at every turn end), so "
-        "16 concurrent episodes share one core's worth of Python: concurrency does not add "
-        "throughput here.", "",
+        "Steps are synchronous Python (BFCL's AST checker on every single-turn reply; its "
+        "multi-turn checker, which re-executes the turns so far, at every turn end), so 16 "
+        "episodes in one event loop do not run in parallel: the gap between the two columns "
+        "is warm-up (tool schemas, first entries) and load noise. Memory is the Python heap "
+        "(tracemalloc) one more live episode holds; the category data, loaded once per "
+        "process, is not counted.", "",
         "How often `state_key` recurs within a group (8 rollouts of one entry, 20 entries per "
         "category; the policy mixes the turn's gold calls (p=0.4), a random tool call with "
         "schema-sampled arguments (p=0.3) and ending the turn (p=0.3)):", "",

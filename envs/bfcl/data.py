@@ -101,11 +101,13 @@ def bfcl_modules() -> Any:
     try:
         import bfcl_eval.utils as bfcl_utils
     except ImportError as exc:
-        error = MissingExtraError(getattr(exc, "name", None) or "bfcl-eval", "bfcl",
-                                  "The BFCL envs")
-        error.args = (f"{error.args[0]}, then: pip install --no-deps "
-                      f"bfcl-eval=={BFCL_PIN} (without --no-deps it would pin numpy 1.26 and "
-                      "pull ~20 provider SDKs the envs do not use)",)
+        missing = getattr(exc, "name", None) or "bfcl_eval"
+        error = MissingExtraError("bfcl-eval" if missing.startswith("bfcl_eval") else missing,
+                                  "bfcl", "The BFCL envs")
+        error.msg = (f"{error.args[0]}, then: pip install --no-deps "  # ImportError's str()
+                     f"bfcl-eval=={BFCL_PIN} (without --no-deps it would pin numpy 1.26 and "
+                     "pull ~20 provider SDKs the envs do not use)")
+        error.args = (error.msg,)
         raise error from exc
     return bfcl_utils
 

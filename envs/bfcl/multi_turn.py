@@ -49,7 +49,7 @@ from agentgym.envs.bfcl.calls import (
     read_calls,
     too_costly,
 )
-from agentgym.envs.bfcl.data import SPLITS, BFCLTask, bfcl_version, get_task
+from agentgym.envs.bfcl.data import SPLITS, BFCLTask, bfcl_modules, bfcl_version, get_task
 from agentgym.envs.bfcl.data import category as find_category
 from agentgym.errors import ConfigError
 from agentgym.types import Message, StepResult, ToolCall, ToolSpec
@@ -79,6 +79,7 @@ class BFCLMultiTurnEnv(BaseEnv):
                  split: Literal["all", "train", "test"] = "all") -> None:
         super().__init__()
         self.category = find_category(category, multi_turn=True)
+        bfcl_modules()  # a missing package is the caller's to fix: say so now, not at reset
         if split not in SPLITS:
             raise ConfigError(f"split must be one of {SPLITS}, got {split!r}")
         self.split = split

@@ -27,7 +27,7 @@ from typing import Any, Literal
 from agentgym.env import BaseEnv
 from agentgym.envs.bfcl import scoring
 from agentgym.envs.bfcl.calls import call_problems, question_messages, read_calls
-from agentgym.envs.bfcl.data import SPLITS, BFCLTask, bfcl_version, get_task
+from agentgym.envs.bfcl.data import SPLITS, BFCLTask, bfcl_modules, bfcl_version, get_task
 from agentgym.envs.bfcl.data import category as find_category
 from agentgym.errors import ConfigError
 from agentgym.types import Message, StepResult, ToolSpec
@@ -57,6 +57,7 @@ class BFCLSingleTurnEnv(BaseEnv):
                  split: Literal["all", "train", "test"] = "all") -> None:
         super().__init__()
         self.category = find_category(category, multi_turn=False)
+        bfcl_modules()  # a missing package is the caller's to fix: say so now, not at reset
         if split not in SPLITS:
             raise ConfigError(f"split must be one of {SPLITS}, got {split!r}")
         self.split = split

@@ -62,3 +62,27 @@ def test_episodes_get_private_copies_of_the_entry():
     first = data.get_task("multi_turn_base", index=0)
     first.entry["question"].clear()
     assert data.get_task("multi_turn_base", index=0).entry["question"]
+
+
+def test_without_the_package_make_names_both_install_commands():
+    import subprocess
+    import sys
+
+    code = (
+        "import builtins\n"
+        "real = builtins.__import__\n"
+        "def fake(name, *a, **k):\n"
+        "    if name.startswith('bfcl_eval'):\n"
+        "        raise ImportError(name, name='bfcl_eval')\n"
+        "    return real(name, *a, **k)\n"
+        "builtins.__import__ = fake\n"
+        "import agentgym\n"
+        "from agentgym.errors import MissingExtraError\n"
+        "try:\n"
+        "    agentgym.make('bfcl/MultiTurn-v0')\n"
+        "except MissingExtraError as e:\n"
+        "    print(e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert "pip install 'agentgym[bfcl]'" in out
+    assert f"pip install --no-deps bfcl-eval=={data.BFCL_PIN}" in out
