@@ -14,7 +14,8 @@ that names no action (or several) is an agent mistake: ``valid=False``, the worl
 move, but the turn still counts toward the level's step budget, so the episode truncates
 after ``max_steps`` turns of any kind.
 
-Info keys on every step: ``valid``, ``success``, ``action`` (the phrase played or None);
+Info keys on every step: ``valid``, ``success``, ``action`` (the phrase played or None),
+``benchmark`` (``"minigrid <version>"``);
 the reset info has ``task_id``, ``level``, ``mission`` and ``minigrid_version``.
 """
 
@@ -126,6 +127,7 @@ class BabyAIEnv(BaseEnv):
         except ImportError as exc:
             raise MissingExtraError("minigrid", "games", "the BabyAI envs") from exc
         self.level = level
+        self.benchmark = f"minigrid {version('minigrid')}"
         self.tools = tuple(t.spec for t in _TOOLS)
         self.minigrid = gymnasium.make(LEVELS[level]).unwrapped
         self._bot: Any = None
@@ -166,7 +168,8 @@ class BabyAIEnv(BaseEnv):
                     f"{self._view(self.minigrid.gen_obs())}")
             return StepResult((self._reply(text, call_id, None),), 0.0, terminated=False,
                               truncated=out_of_turns,
-                              info={"valid": False, "success": False, "action": None})
+                              info={"benchmark": self.benchmark, "valid": False,
+                                    "success": False, "action": None})
         obs, reward, terminated, truncated, _ = self.minigrid.step(index)
         self._last_action = index
         success = bool(terminated and reward > 0)
@@ -176,7 +179,8 @@ class BabyAIEnv(BaseEnv):
         reply = self._reply(text, call_id, ACTIONS[index])
         return StepResult((reply,), float(reward), terminated=bool(terminated),
                           truncated=bool(truncated or out_of_turns) and not terminated,
-                          info={"valid": True, "success": success, "action": ACTIONS[index]})
+                          info={"benchmark": self.benchmark, "valid": True,
+                                "success": success, "action": ACTIONS[index]})
 
     def state_key(self) -> str | None:
         """Agent position and heading, the carried object, and a digest of the full grid."""

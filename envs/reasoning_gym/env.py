@@ -15,7 +15,8 @@ gets the verifier's score back as feedback and another try; the reward is ``None
 tries that continue and the score of the last try when the episode ends (a full score ends
 it early). A reply without an ``<answer>`` block is ``valid=False`` and uses up a try.
 
-Info keys on every step: ``valid``, ``success`` (score 1), ``score`` (None when there was no
+Info keys on every step: ``valid``, ``success`` (score 1), ``benchmark``
+(``"reasoning-gym <version>"``), ``score`` (None when there was no
 answer). The reset info has ``task_id``, ``dataset``, ``split`` and
 ``reasoning_gym_version``.
 """
@@ -79,6 +80,7 @@ class ReasoningGymEnv(BaseEnv):
                               f"{dataset!r}: {exc}; fix: use the fields of its config class") \
                 from exc
         self.dataset, self.split, self.attempts = dataset, split, attempts
+        self.benchmark = f"reasoning-gym {version('reasoning-gym')}"
         self.entry: dict[str, Any] = {}
         self.tries = 0
         self.task_id = ""
@@ -113,7 +115,8 @@ class ReasoningGymEnv(BaseEnv):
             score = float(self.data.score_answer(answer, self.entry))
             text = f"The verifier scored your answer {score:g} out of 1."
         success = score is not None and score >= 1.0
-        info = {"valid": answer is not None, "success": success, "score": score}
+        info = {"benchmark": self.benchmark, "valid": answer is not None, "success": success,
+                "score": score}
         if success or last:
             if not success:
                 text += " No tries left."

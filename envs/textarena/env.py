@@ -16,7 +16,8 @@ global generator). So that concurrent episodes stay reproducible, every call int
 runs with this env's own saved generator states swapped in (calls never await, so no other
 episode runs in between).
 
-Info keys on every step: ``valid``, ``success``; at the end also ``reason`` (the game's
+Info keys on every step: ``valid``, ``success``, ``benchmark`` (``"textarena <version>"``);
+at the end also ``reason`` (the game's
 verdict). The reset info has ``task_id``, ``game`` and ``textarena_version``.
 """
 
@@ -66,6 +67,7 @@ class TextArenaEnv(BaseEnv):
         except ImportError as exc:
             raise MissingExtraError("textarena", "games", "the TextArena envs") from exc
         self.game = game
+        self.benchmark = f"textarena {version('textarena')}"
         self.engine: Any = textarena.make(f"{GAMES[game]}-raw")
         self._py_state = random.Random().getstate()
         self._np_state = np.random.RandomState().get_state()
@@ -113,20 +115,22 @@ class TextArenaEnv(BaseEnv):
             return StepResult((Message("user", f"error: the game could not read this move "
                                                f"({type(exc).__name__}: {exc}). Try again."),),
                               None, terminated=False,
-                              info={"valid": False, "success": False})
+                              info={"benchmark": self.benchmark, "valid": False, "success": False})
         state = self.engine.state
         game_info = state.game_info.get(0, {})
         # TextArena clears its invalid-move flag within step(); its error count survives it.
         valid = state.error_count == 0 and not game_info.get("invalid_move", False)
         if not done:
             return StepResult((Message("user", text or "(no change)"),), None,
-                              terminated=False, info={"valid": valid, "success": False})
+                              terminated=False,
+                              info={"benchmark": self.benchmark, "valid": valid, "success": False})
         rewards, _ = self.engine.close()
         reward = float(rewards[0])
         reason = str(game_info.get("reason", ""))
         text = f"{text}\n\nGame over: {reason}" if reason else text
         return StepResult((Message("user", text),), reward, terminated=True,
-                          info={"valid": valid, "success": reward >= 1.0, "reason": reason})
+                          info={"benchmark": self.benchmark, "valid": valid,
+                                "success": reward >= 1.0, "reason": reason})
 
     def state_key(self) -> str | None:
         """The game and a digest of TextArena's full game state (board, secrets, history)."""
