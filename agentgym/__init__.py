@@ -46,4 +46,4 @@ __all__ = [
     "UnknownEnvError", "Wrapper", "check_env", "make", "register", "registry", "spec", "tool",
 ]
 
-registry._ensure_loaded()  # built-ins and plugins, so gymnasium.make works after import
+registry.load()  # built-ins and plugins, so gymnasium.make works after import

@@ -175,6 +175,10 @@ class _Registry(Mapping[str, EnvSpec]):
         self._loaded = False
         self._loading = False
 
+    def load(self) -> None:
+        """Register the built-in envs and the entry-point plug-ins (once; idempotent)."""
+        self._ensure_loaded()
+
     def _ensure_loaded(self) -> None:
         if self._loaded or self._loading:
             return

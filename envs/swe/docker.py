@@ -13,12 +13,12 @@ takes one started container per episode and removes it at the end, never reusing
 
 from __future__ import annotations
 
-import dataclasses
 from typing import TYPE_CHECKING
 
 from agentgym.envs.swe.task import SWETask
-from agentgym.errors import MissingExtraError
 from agentgym.sandboxes.base import Sandbox
+from agentgym.sandboxes.providers import SandboxRequest, get_provider
+from agentgym.sandboxes.providers import docker_config as request_config
 
 if TYPE_CHECKING:
     from agentgym.sandboxes.docker import DockerConfig
@@ -27,17 +27,16 @@ POOL_SIZE = 2
 """Warm containers kept per image."""
 
 
+def sandbox_request(task: SWETask, image: str | None = None, *,
+                    pool_size: int = POOL_SIZE) -> SandboxRequest:
+    """What ``task`` asks of its sandbox: its workdir, and its image when it names one."""
+    return SandboxRequest(task.workdir, image=task.image, default_image=image,
+                          files_copied=task.repo_dir is not None, pool_size=pool_size)
+
+
 def docker_config(task: SWETask, image: str | None = None) -> DockerConfig:
     """The container settings for ``task`` (see the module docstring)."""
-    from agentgym.sandboxes.docker import DockerConfig
-
-    base = DockerConfig()
-    if task.image is not None:  # the repository is in the image: keep the workdir visible
-        tmpfs = {p: mb for p, mb in base.tmpfs.items()
-                 if p != task.workdir and not p.startswith(task.workdir.rstrip("/") + "/")}
-        return dataclasses.replace(base, image=task.image, workdir=task.workdir,
-                                   read_only_root=False, tmpfs=tmpfs, user=None)
-    return dataclasses.replace(base, image=image or base.image, workdir=task.workdir)
+    return request_config(sandbox_request(task, image))
 
 
 async def open_docker_sandbox(task: SWETask, image: str | None = None, *,
@@ -53,13 +52,18 @@ async def open_docker_sandbox(task: SWETask, image: str | None = None, *,
         MissingExtraError: The docker SDK is not installed.
         SandboxError: No engine is reachable or the container did not start.
     """
-    try:
-        import docker  # noqa: F401 - only to give the install hint early
-    except ImportError as exc:
-        raise MissingExtraError("docker", "swe", "the SWE env's Docker sandbox") from exc
-    from agentgym.envs.swe.mining.recipe import ensure_task_image
-    from agentgym.sandboxes.pool import shared_pool
+    return await open_task_sandbox("docker", task, image, pool_size=pool_size)
 
-    if task.image is not None:  # a mined package's image is built on first use
+
+async def open_task_sandbox(provider: str, task: SWETask, image: str | None = None, *,
+                            pool_size: int = POOL_SIZE) -> Sandbox:
+    """A sandbox for ``task`` from the registered ``provider`` (``local``, ``docker``, ...).
+
+    A mined package's image is built on first use before a container provider runs it.
+    """
+    info = get_provider(provider)
+    if task.image is not None and info.isolation == "container":
+        from agentgym.envs.swe.mining.recipe import ensure_task_image
+
         await ensure_task_image(task.image)
-    return await shared_pool(docker_config(task, image), size=pool_size).acquire()
+    return await info.open(sandbox_request(task, image, pool_size=pool_size))

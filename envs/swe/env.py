@@ -17,8 +17,9 @@ every step reports (``submitted=False`` until the submit step).
 
 ``state_key`` hashes the task, the working-tree diff and the last tool call, so two
 rollouts that reached the same code by different routes, then ran the same command, share
-a key (GiGPO/HGPO/SALT group on it). Sandboxes: ``"local"`` (subprocesses, not isolation;
-development), ``"docker"`` (containers from the warm pool) or a callable ``task -> Sandbox``.
+a key (GiGPO/HGPO/SALT group on it). Sandboxes: a registered provider
+(:mod:`agentgym.sandboxes.providers`: ``"local"``, subprocesses, not isolation, for
+development; ``"docker"``, containers from the warm pool) or a callable ``task -> Sandbox``.
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ from agentgym.envs.swe.task import (
 from agentgym.envs.swe.tools import Workspace, bash, editor, submit
 from agentgym.errors import ConfigError
 from agentgym.sandboxes.base import Sandbox, SandboxError
-from agentgym.sandboxes.local import GIT_IDENTITY, LocalSandbox
+from agentgym.sandboxes.local import GIT_IDENTITY
+from agentgym.sandboxes.providers import get_provider, provider_names
 from agentgym.tools import ToolBox, tool
 from agentgym.types import Message, StepResult, ToolCall
 
@@ -108,10 +110,11 @@ class SWEEnv(BaseEnv):
         super().__init__()
         if split not in SPLITS:
             raise ConfigError(f"split must be one of {SPLITS}, got {split!r}")
-        if not (isinstance(sandbox, str) and sandbox in ("local", "docker")) \
-                and not callable(sandbox):
-            raise ConfigError(f"sandbox must be 'local', 'docker' or a callable task -> "
-                              f"Sandbox, got {sandbox!r}")
+        if not callable(sandbox):
+            if not isinstance(sandbox, str):
+                raise ConfigError(f"sandbox must be a provider name ({', '.join(provider_names())})"
+                                  f" or a callable task -> Sandbox, got {sandbox!r}")
+            get_provider(sandbox)  # an unknown name fails here, with a did-you-mean
         if command_timeout <= 0 or test_timeout <= 0:
             raise ConfigError(f"timeouts must be positive, got command_timeout="
                               f"{command_timeout} and test_timeout={test_timeout}")
@@ -171,14 +174,13 @@ class SWEEnv(BaseEnv):
         if callable(self.sandbox_kind):
             box = self.sandbox_kind(task)
             return await box if inspect.isawaitable(box) else box
-        if self.sandbox_kind == "local":
-            if task.repo_dir is None:
-                raise ConfigError(f"task {task.instance_id} lives in the image {task.image!r}; "
-                                  "the local sandbox cannot run images, use sandbox='docker'")
-            return LocalSandbox(workdir=task.workdir)
-        from agentgym.envs.swe.docker import open_docker_sandbox
+        from agentgym.envs.swe.docker import open_task_sandbox
 
-        return await open_docker_sandbox(task, self.image, pool_size=self.pool_size)
+        try:
+            return await open_task_sandbox(self.sandbox_kind, task, self.image,
+                                           pool_size=self.pool_size)
+        except ConfigError as exc:
+            raise ConfigError(f"task {task.instance_id}: {exc}") from None
 
     async def _prepare(self, task: SWETask) -> None:
         """Put the repository at the workdir and commit it as the base the diff is against."""
