@@ -91,7 +91,7 @@ def _write_success(policy: str, tasks: list[str], seeds: int, max_steps: int, co
         f"{_machine(load)}. Seeds {FIRST_SEED}..{FIRST_SEED + seeds - 1} per task; an episode "
         f"ends when MiniWoB ends it (success, failure or its time limit at 0.5 s of page time "
         f"per turn) or after {max_steps} turns (counted as not won). Model policies decode "
-        f"greedily. Success = MiniWoB's raw reward > 0. Overall {won}/{played} "
+        f"greedily. Success = MiniWoB's raw reward of 1. Overall {won}/{played} "
         f"({won / max(played, 1):.0%}); wall time {wall / 60:.1f} min.",
         "",
         "| task | success | won / played | infrastructure errors | mean turns |",

@@ -7,7 +7,8 @@ tasks of the installed package. Needs the ``miniwob`` extra and Chromium; see
 package.
 """
 
-from .env import MiniWoBEnv, MiniWoBError
+from .env import MiniWoBEnv
+from .errors import MiniWoBError
 from .tasks import package_version, task_names
 
 __all__ = ["MiniWoBEnv", "MiniWoBError", "package_version", "task_names"]

@@ -11,7 +11,8 @@ accessibility snapshot with stable refs (:mod:`.snapshot`); the tools are in :mo
 ``core.endEpisode``, which sets ``WOB_DONE_GLOBAL``, ``WOB_RAW_REWARD_GLOBAL`` (in [-1, 1])
 and ``WOB_REWARD_GLOBAL`` (the raw reward discounted by the time used). The step reward is
 the raw reward (``reward="discounted"`` picks the other); ``info`` carries both, MiniWoB's
-reason, and ``success`` (raw reward > 0, the success rate MiniWoB papers report). Until the
+reason, and ``success`` (raw reward 1: the task fully done, MiniWoB's own
+``get_thresholded_reward`` at its default threshold; partial credit is not success). Until the
 page ends the episode, steps are unscored (``None``).
 
 **Time is the page's own.** MiniWoB sets each task's limit (``core.EPISODE_MAX_TIME``,
@@ -33,12 +34,14 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from agentgym.env import BaseEnv
-from agentgym.errors import AgentGymError, ConfigError
+from agentgym.errors import ConfigError
 from agentgym.tools import ToolBox
 from agentgym.types import Message, StepResult
 
+from .errors import ActionError, MiniWoBError
 from .snapshot import Element, stabilize
 from .tasks import package_version, task_page
+from .tools import TOOLS, Turn
 
 EPOCH_MS = 1_736_942_400_000
 """The page clock's start (2025-01-15 12:00 UTC): date tasks see the same "today" always."""
@@ -48,7 +51,7 @@ HANG_S = 60.0
 """Seconds past ``action_timeout`` after which an operation counts as a hung page: generous,
 so that a heavily loaded machine slows episodes down instead of failing them."""
 READ_STATE = ("() => [WOB_DONE_GLOBAL, WOB_RAW_REWARD_GLOBAL, WOB_REWARD_GLOBAL, "
-              "WOB_REWARD_REASON === null ? null : String(WOB_REWARD_REASON)]")
+              "WOB_REWARD_REASON == null ? null : String(WOB_REWARD_REASON)]")
 
 INTRO = """\
 You are using a small web page to do a task. Task: {utterance}
@@ -60,14 +63,6 @@ call several tools in one turn. The page ends the episode when the task is done 
 failed). You have {limit:g} s of page time and each turn takes {turn:g} s.
 
 {page}"""
-
-
-class MiniWoBError(AgentGymError, RuntimeError):
-    """An infrastructure fault of a MiniWoB env (browser crashed, page stopped answering)."""
-
-
-class ActionError(ValueError):
-    """An agent mistake in a page action; the ToolBox turns it into a ``valid=False`` reply."""
 
 
 class MiniWoBEnv(BaseEnv):
@@ -97,8 +92,6 @@ class MiniWoBEnv(BaseEnv):
         if not isinstance(action_timeout, int | float) or action_timeout <= 0:
             raise ConfigError(f"action_timeout must be a positive number of seconds, got "
                               f"{action_timeout!r}")
-        from .tools import TOOLS
-
         self.task, self.turn_ms, self.reward_kind = task, turn_ms, reward
         self.screenshot, self.action_timeout = bool(screenshot), float(action_timeout)
         self.viewport = (int(viewport[0]), int(viewport[1]))
@@ -280,8 +273,6 @@ class MiniWoBEnv(BaseEnv):
         return [Message("user", prompt)], info
 
     async def _step(self, action: Message) -> StepResult:
-        from .tools import Turn
-
         if self._broken():
             raise MiniWoBError(f"miniwob/{self.task}: the browser crashed")
         outcome = await self._toolbox.run(action, state=Turn(self))
@@ -302,7 +293,7 @@ class MiniWoBEnv(BaseEnv):
             messages.append(Message("user", page))
             return StepResult(tuple(messages), None, info=info)
         raw, discounted = float(raw), float(discounted)
-        info.update(raw_reward=raw, env_reward=discounted, reason=reason, success=raw > 0)
+        info.update(raw_reward=raw, env_reward=discounted, reason=reason, success=raw >= 1.0)
         ending = "timed out" if reason == "timed out" else f"raw reward {raw:g}"
         messages.append(Message("user", f"The episode is over ({ending}).\n{page}"))
         reward = raw if self.reward_kind == "raw" else discounted

@@ -281,7 +281,8 @@ async def _email_inbox(env: MiniWoBEnv) -> list[Call]:
     if await visible(env, "#forward"):
         to = await ref(env, "() => document.querySelector('#forward .forward-sender')")
         forward_to = re.search(r"forward that email to (.*)\.$", text)
-        assert forward_to is not None
+        if forward_to is None:
+            raise ExpertError(f"unexpected utterance {text!r}")
         return [("type", {"ref": to, "text": forward_to[1]}),
                 await target(env, "() => document.getElementById('send-forward')")]
     if await visible(env, "#email"):

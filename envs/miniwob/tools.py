@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Literal
 
 from agentgym.tools import tool
 
+from .errors import ActionError
 from .snapshot import EDITABLE
 
 if TYPE_CHECKING:
@@ -40,12 +41,6 @@ class Turn:
         if await self.env.act(self.env.page.evaluate("() => WOB_DONE_GLOBAL"), "reading"):
             return "not run: the episode is already over"
         return None
-
-
-def _error(message: str) -> Exception:
-    from .env import ActionError
-
-    return ActionError(message)
 
 
 @tool(timeout=600)
@@ -78,7 +73,7 @@ async def type_(ref: str, text: str, state: Turn) -> str:
     env = state.env
     element = env.element(ref)
     if element.role not in EDITABLE:
-        raise _error(f"{ref} is a {element.role} ({element.name!r}), not a text box; type "
+        raise ActionError(f"{ref} is a {element.role} ({element.name!r}), not a text box; type "
                      "works on textbox elements")
     locator = env.locator(element)
     kind = await env.act(locator.evaluate("e => (e.type || '').toLowerCase()"), "typing")
@@ -105,10 +100,10 @@ async def select(ref: str, option: str, state: Turn) -> str:
     env = state.env
     element = env.element(ref)
     if element.role not in ("combobox", "listbox"):
-        raise _error(f"{ref} is a {element.role} ({element.name!r}), not a drop-down; select "
+        raise ActionError(f"{ref} is a {element.role} ({element.name!r}), not a drop-down; select "
                      "works on combobox elements")
     if element.options and option not in element.options:
-        raise _error(f"{ref} has no option {option!r}; its options: {element.options}")
+        raise ActionError(f"{ref} has no option {option!r}; its options: {element.options}")
     await env.act(env.locator(element).select_option(label=option, timeout=env.timeout_ms),
                   f"selecting in {ref}")
     return f"selected {option!r} in {ref}"
@@ -177,7 +172,7 @@ async def click_xy(x: float, y: float, state: Turn) -> str:
     env = state.env
     width, height = env.viewport
     if not (0 <= x < width and 0 <= y < height):
-        raise _error(f"({x}, {y}) is outside the {width}x{height} page")
+        raise ActionError(f"({x}, {y}) is outside the {width}x{height} page")
     await env.act(env.page.mouse.click(x, y), f"clicking at ({x}, {y})")
     return f"clicked at ({x:g}, {y:g})"
 
@@ -199,7 +194,7 @@ async def drag(x1: float, y1: float, x2: float, y2: float, state: Turn) -> str:
     width, height = env.viewport
     for x, y in ((x1, y1), (x2, y2)):
         if not (0 <= x < width and 0 <= y < height):
-            raise _error(f"({x}, {y}) is outside the {width}x{height} page")
+            raise ActionError(f"({x}, {y}) is outside the {width}x{height} page")
     mouse = env.page.mouse
     await env.act(mouse.move(x1, y1), "moving the mouse")
     await env.act(mouse.down(), "pressing the mouse button")
@@ -219,7 +214,7 @@ async def wait(seconds: float, state: Turn) -> str:
     if (blocked := await state.blocked()) is not None:
         return blocked
     if not 0 < seconds <= 5:
-        raise _error(f"seconds must be in (0, 5], got {seconds}")
+        raise ActionError(f"seconds must be in (0, 5], got {seconds}")
     env = state.env
     await env.act(env.page.clock.run_for(int(seconds * 1000)), "waiting")
     env.elapsed_ms += int(seconds * 1000)
