@@ -112,6 +112,11 @@ class MCPConnection:
         if client is None:
             why = f": {type(self._error).__name__}: {self._error}" if self._error else ""
             raise ToolFault(f"the MCP server {self._describe()} is not connected{why}")
+        try:  # text the wire cannot carry (a lone surrogate) would close the transport
+            json.dumps(arguments, ensure_ascii=False).encode("utf-8")
+        except (UnicodeEncodeError, ValueError, TypeError, RecursionError) as exc:
+            raise MCPToolError(f"the arguments of {name} cannot be sent as UTF-8 JSON "
+                               f"({type(exc).__name__}); use plain text") from None
         try:
             result = await client.call_tool(name, arguments)
         except Exception as exc:  # transport closed, server gone, protocol failure
