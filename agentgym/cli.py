@@ -320,7 +320,7 @@ def train(
                       ] = False,
 ) -> None:
     """Train a policy with group-based RL; metrics, checkpoints and config go to run_dir."""
-    from agentgym.phases import Phases, exit_interrupted
+    from agentgym.phases import JsonlTail, Phases, exit_interrupted
     from agentgym.trainers.config import load_config
 
     cfg = load_config(config, overrides or [])
@@ -328,10 +328,29 @@ def train(
 
     try:
         with Phases(err) as progress:  # a bar on a terminal, log lines otherwise
-            run_dir = run_training(cfg, resume=resume, progress=progress)
+            def note(row: dict[str, Any]) -> None:
+                line = held_out_line(row)
+                if line is not None:
+                    progress.note(line)
+
+            # Each held-out evaluation is shown when the run logs it (before training, too).
+            with JsonlTail(Path(cfg.run_dir) / "metrics.jsonl", note):
+                run_dir = run_training(cfg, resume=resume, progress=progress)
     except KeyboardInterrupt:
         exit_interrupted(err, f"the checkpoints so far are in {cfg.run_dir}; --resume goes on")
     _train_summary(run_dir)
+
+
+def held_out_line(row: dict[str, Any]) -> str | None:
+    """The held-out success rates of a training metrics row, as one line (None if none)."""
+    rates = [(k.removeprefix("eval/").removesuffix("success_rate").rstrip("/") or "held-out", v)
+             for k, v in row.items()
+             if k.startswith("eval/") and k.endswith("success_rate") and v is not None]
+    if not rates:
+        return None
+    step = int(row.get("step", 0))
+    when = "before training" if step == 0 else f"after step {step}"
+    return f"{when}: " + ", ".join(f"{name} success {value:.1%}" for name, value in rates)
 
 
 def _train_summary(run_dir: Path) -> None:

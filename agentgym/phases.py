@@ -25,11 +25,14 @@ Example:
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, NoReturn
 
 from rich.console import Console
@@ -139,3 +142,56 @@ def exit_interrupted(console: Console, what: str) -> NoReturn:
     sys.stderr.flush()
     atexit._run_exitfuncs()  # the one way to run them before os._exit
     os._exit(130)
+
+
+class JsonlTail:
+    """Calls ``on_row`` with each JSON line appended to a file, from a background thread.
+
+    A command shows what a long job logs as it logs it (a training run's held-out score
+    before the first update) without the job knowing about the terminal. Use it as a context
+    manager; it reads what is left when it stops.
+
+    Args:
+        path: The JSONL file (it may not exist yet).
+        on_row: Called with each complete line's object.
+        every_s: Seconds between two looks at the file.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], on_row: Callable[[dict[str, Any]], None],
+                 every_s: float = 0.5) -> None:
+        self.path, self.on_row, self.every_s = Path(path), on_row, every_s
+        self._offset = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="agentgym-tail", daemon=True)
+
+    def __enter__(self) -> JsonlTail:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while True:
+            stopping = self._stop.wait(self.every_s)
+            self._read()
+            if stopping:
+                return
+
+    def _read(self) -> None:
+        try:
+            with self.path.open("rb") as f:
+                f.seek(self._offset)
+                data = f.read()
+        except OSError:
+            return
+        complete = data[:data.rfind(b"\n") + 1]  # a line being written waits for its end
+        self._offset += len(complete)
+        for line in complete.decode("utf-8", errors="replace").splitlines():
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(row, dict):
+                self.on_row(row)

@@ -48,3 +48,21 @@ def test_a_live_bar_on_a_terminal_names_the_phase() -> None:
         phases.update(task, description="rollouts Sokoban (step 2)")
     text = out.getvalue()
     assert "rollouts Sokoban (step 2)" in text and "3/8" in text
+
+
+def test_jsonl_tail_reports_each_complete_line(tmp_path) -> None:
+    from agentgym.cli import held_out_line
+    from agentgym.phases import JsonlTail
+
+    path = tmp_path / "metrics.jsonl"
+    seen: list[str | None] = []
+    with JsonlTail(path, lambda row: seen.append(held_out_line(row)), every_s=0.01):
+        path.write_text('{"step": 0, "eval/success_rate": 0.375}\n{"step": 1, "loss": 0.1}\n'
+                        '{"step": 2, "eval/success_rate": 0.5, "eval/mm/success_rate": 0.25')
+    assert seen == ["before training: held-out success 37.5%", None]  # the last line is cut
+    with path.open("a") as f:
+        f.write("}\n")
+    seen.clear()
+    with JsonlTail(path, lambda row: seen.append(held_out_line(row)), every_s=0.01):
+        pass
+    assert seen[-1] == "after step 2: held-out success 50.0%, mm success 25.0%"
