@@ -4,6 +4,7 @@
     python benchmarks/miniwob_envs.py success --policy random --seeds 5 --tasks suite
     python benchmarks/miniwob_envs.py success --policy smollm2 --seeds 2 --max-steps 4
     python benchmarks/miniwob_envs.py speed
+    python benchmarks/miniwob_envs.py states
 
 ``success`` plays ``--seeds`` seeds (from 1,000,000, the suites' first seed) of each task
 through the rollout engine and writes a per-task table into ``docs/miniwob.md``; ``--tasks``
@@ -22,6 +23,7 @@ import os
 import platform
 import statistics
 import time
+from collections import defaultdict
 from pathlib import Path
 
 from results import write_section
@@ -203,6 +205,37 @@ async def speed(tasks: list[str], episodes: int) -> None:
     write_section("Speed and memory", "\n".join(lines), DOC)
 
 
+async def recurrence(tasks: list[str], group: int, max_steps: int) -> None:
+    """How often a state key recurs within a group of random rollouts of one task instance."""
+    load = os.getloadavg()[0]
+    config = RolloutConfig(group_size=group, concurrency=group, max_steps=max_steps)
+    lines = [
+        f"Command: `python benchmarks/miniwob_envs.py states --tasks {','.join(tasks)} "
+        f"--group {group} --max-steps {max_steps}`",
+        "",
+        f"{_machine(load)}. Random policy, one group of {group} rollouts per task from seed "
+        f"{FIRST_SEED}, at most {max_steps} turns. A step's state recurs when its state key "
+        "(the page before the action) is also seen in another rollout of the group; GiGPO, "
+        "HGPO and SALT group on these keys.",
+        "",
+        "| task | steps | distinct states | steps whose state recurs in the group |",
+        "|---|---:|---:|---:|",
+    ]
+    for task in tasks:
+        trajs = await run_groups(lambda t=task: MiniWoBEnv(t), make_agent("random", seed=0),
+                                 [FIRST_SEED], config, env_id=f"miniwob/{task}")
+        keys = [[s.state_key for s in t.steps] for t in trajs]
+        owners: dict[str, set[int]] = defaultdict(set)
+        for i, ks in enumerate(keys):
+            for k in ks:
+                owners[k].add(i)
+        steps = sum(len(ks) for ks in keys)
+        shared_steps = sum(len(owners[k]) > 1 for ks in keys for k in ks)
+        lines.append(f"| {task} | {steps} | {len(owners)} | {shared_steps / max(steps, 1):.0%} |")
+        print(lines[-1], flush=True)
+    write_section("State recurrence", "\n".join(lines), DOC)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="what", required=True)
@@ -215,7 +248,15 @@ def main() -> None:
     one.add_argument("--max-tokens", type=int, default=256, help="per policy call (models)")
     two = sub.add_parser("speed", help="steps/s and memory at 1, 8 and 32 episodes")
     two.add_argument("--episodes", type=int, default=48)
+    three = sub.add_parser("states", help="state-key recurrence within groups")
+    three.add_argument("--tasks", default="click-button,click-checkboxes,login-user,"
+                       "navigate-tree,email-inbox")
+    three.add_argument("--group", type=int, default=4)
+    three.add_argument("--max-steps", type=int, default=10)
     args = parser.parse_args()
+    if args.what == "states":
+        asyncio.run(recurrence(_tasks(args.tasks), args.group, args.max_steps))
+        return
     if args.what == "success":
         asyncio.run(success(args.policy, _tasks(args.tasks), args.seeds, args.max_steps,
                             args.concurrency, args.max_tokens))
