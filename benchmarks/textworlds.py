@@ -2,9 +2,10 @@
 
 Per family:
 
-- **steps/s** at 1 and 64 concurrent episodes: each worker owns one env and plays episodes back
-  to back with uniformly random *valid* actions (from ``info["valid_actions"]``), so the
-  figure is the engine's, not a model's;
+- **steps/s** at 1 and 64 concurrent episodes: workers play episodes back to back with
+  uniformly random *valid* actions (from ``info["valid_actions"]``), each episode in a fresh env
+  (as a rollout does), cycling through the family's tasks, so the figure is the engine's, not a
+  model's;
 - **memory per episode**: resident set (RSS) of the pooled JVM with 64 episodes open minus
   that with 1, divided by 63; beside it the RSS of the package's own one-JVM-per-episode
   setup with one episode open;
@@ -95,28 +96,28 @@ def recurrence(groups: list[list[list[str]]]) -> tuple[float, float]:
 
 
 async def throughput(make, concurrency: int, seconds: float) -> float:
-    """Env steps per second with ``concurrency`` workers, each with its own env."""
-    envs = [make(i) for i in range(concurrency)]
-    for i, env in enumerate(envs):  # engines loaded before timing
-        await env.reset(seed=i)
+    """Env steps per second with ``concurrency`` workers.
+
+    As in a rollout, every episode gets a fresh env (engine creation and task loading are
+    counted), and worker ``i`` plays tasks ``i, i + concurrency, ...`` round the family's list.
+    """
     steps = 0
     stop = time.perf_counter() + seconds
 
-    async def worker(i: int, env) -> None:
+    async def worker(i: int) -> None:
         nonlocal steps
         rng = np.random.default_rng(i)
-        seed = i
+        episode = i
         while time.perf_counter() < stop:
-            _, _, n = await random_episode(env, seed, rng)
+            env = make(episode)
+            _, _, n = await random_episode(env, episode, rng)
+            await env.aclose()
             steps += n
-            seed += concurrency
+            episode += concurrency
 
     start = time.perf_counter()
-    await asyncio.gather(*(worker(i, env) for i, env in enumerate(envs)))
-    elapsed = time.perf_counter() - start
-    for env in envs:
-        await env.aclose()
-    return steps / elapsed
+    await asyncio.gather(*(worker(i) for i in range(concurrency)))
+    return steps / (time.perf_counter() - start)
 
 
 def rss_mib(pid: int) -> float:
@@ -244,8 +245,12 @@ def _write(sections, load, quick: bool) -> None:
         f"Measured with `python benchmarks/textworlds.py{flag}` on "
         f"{platform.machine()} ({os.cpu_count()} cores), under load from other jobs: load "
         f"average (`uptime`) {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} at the start. "
-        "Steps/s are env steps with a random valid-action policy (no model), so they bound "
-        "what a model-driven rollout can reach.",
+        "Steps/s are env steps with a random valid-action policy (no model), each episode in a "
+        "fresh env as in a rollout (engine creation and task loading counted), cycling "
+        f"through the tasks {', '.join(SW_TASKS)} (ScienceWorld, test split) and every "
+        "TextWorldExpress game (engine defaults, test split), so they bound what a "
+        "model-driven rollout can reach. Random success and recurrence: one test task per "
+        "ScienceWorld task type / TextWorldExpress game listed, 8 rollouts each, 100 turns.",
         "",
         "| family | steps/s, 1 episode | steps/s, 64 episodes | MiB per episode (pooled JVM) "
         "| MiB, package's own JVM for 1 episode | random success | random steps/episode "
