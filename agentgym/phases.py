@@ -2,8 +2,9 @@
 
 :class:`Phases` shows a live progress bar on a terminal and, when the output is a file or a
 pipe (CI, ``nohup``, ``> log``), writes plain timestamped lines instead: one when a phase
-starts, one at least every ``every_s`` seconds while it advances, one when its description
-changes and one when it ends. So a redirected run is never silent for long.
+starts, one when its description changes, one when it ends, and one at least every
+``every_s`` seconds while it runs, whether or not it advanced (a heartbeat, so a phase whose
+items take minutes each still shows it is alive). A redirected run is never silent for long.
 
 It also answers the part of rich's ``Progress`` API that long-running code calls
 (``add_task``, ``update``, ``advance``), so code written against a rich progress bar (the
@@ -54,12 +55,15 @@ class Phases:
     Args:
         console: Where to write; default: standard error.
         live: A live bar (True) or plain lines (False); default: a bar on a terminal only.
-        every_s: Plain mode: most seconds between two lines of an advancing phase.
+        every_s: Plain mode: most seconds between two lines of a running phase.
         clock: Seconds, monotonic (tests pass their own).
+        heartbeat: Plain mode: print running phases every ``every_s`` real seconds even
+            when nothing advanced.
     """
 
     def __init__(self, console: Console | None = None, *, live: bool | None = None,
-                 every_s: float = 10.0, clock: Callable[[], float] = time.monotonic) -> None:
+                 every_s: float = 15.0, clock: Callable[[], float] = time.monotonic,
+                 heartbeat: bool = True) -> None:
         self.console = console or Console(stderr=True)
         self.live = self.console.is_terminal if live is None else live
         self.every_s = every_s
@@ -67,6 +71,11 @@ class Phases:
         self._start = clock()
         self._phases: dict[int, _Phase] = {}
         self._bar: Any = None  # a rich Progress (its stubs say int where it takes float)
+        self._stop = threading.Event()
+        self._beat: threading.Thread | None = None
+        if not self.live and heartbeat and every_s > 0:
+            self._beat = threading.Thread(target=self._heartbeat, name="agentgym-phases",
+                                          daemon=True)
         if self.live:
             self._bar = Progress(TextColumn("{task.description}"), BarColumn(),
                                  MofNCompleteColumn(), TimeElapsedColumn(),
@@ -75,11 +84,25 @@ class Phases:
     def __enter__(self) -> Phases:
         if self._bar is not None:
             self._bar.start()
+        if self._beat is not None:
+            self._beat.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self._bar is not None:
             self._bar.stop()
+        if self._beat is not None and self._beat.is_alive():
+            self._stop.set()
+            self._beat.join()
+
+    def _heartbeat(self) -> None:
+        while not self._stop.wait(self.every_s):
+            now = self._clock()
+            for phase in list(self._phases.values()):
+                running = phase.total is None or phase.completed < phase.total
+                if running and now - phase.printed >= self.every_s:
+                    phase.printed = now
+                    self._line(phase)
 
     def add_task(self, description: str, total: float | None = None, completed: float = 0,
                  **_: Any) -> int:

@@ -66,3 +66,14 @@ def test_jsonl_tail_reports_each_complete_line(tmp_path) -> None:
     with JsonlTail(path, lambda row: seen.append(held_out_line(row)), every_s=0.01):
         pass
     assert seen[-1] == "after step 2: held-out success 50.0%, mm success 25.0%"
+
+
+def test_a_phase_that_does_not_advance_still_prints_a_heartbeat() -> None:
+    import time
+
+    out = io.StringIO()
+    with Phases(Console(file=out), every_s=0.05) as phases:
+        phases.add_task("eval held-out", total=32)  # the first episode takes long
+        time.sleep(0.3)
+    lines = out.getvalue().splitlines()
+    assert len(lines) >= 3 and all(line.endswith("eval held-out 0/32") for line in lines)
