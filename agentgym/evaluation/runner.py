@@ -276,7 +276,7 @@ async def _run_with_policy(suite: Suite, agent: Any, out_dir: Path, config: Eval
 
     def done(_traj: Trajectory) -> None:
         clock()
-        if task is not None:
+        if task is not None and progress is not None:
             progress.advance(task)
 
     try:
