@@ -53,6 +53,7 @@ async def test_success_reward_is_minigrids() -> None:
     assert result.terminated and not result.truncated and result.info["success"]
     assert result.reward == pytest.approx(1 - 0.9 * steps / env.max_steps)
     assert total == result.reward and "Mission accomplished" in result.observation[0].content
+    assert result.info["benchmark"].startswith("minigrid 3.")
 
 
 @pytest.mark.parametrize(("text", "index"), [

@@ -21,6 +21,7 @@ async def test_gold_answers_score_one_and_broken_ones_match_the_datasets_scorer(
         await env.reset(seed=seed)
         gold = await env.step(env.expert_action())
         assert gold.reward == 1.0 and gold.terminated and gold.info["success"], env.task_id
+        assert gold.info["benchmark"].startswith("reasoning-gym 0.")
         for broken in (f"{env.entry['answer']}9", "", "no idea"):
             await env.reset(seed=seed)
             result = await env.step(answer(broken))

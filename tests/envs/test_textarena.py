@@ -19,6 +19,7 @@ async def play_expert(env: TextArenaEnv, seed: int) -> tuple[float, int]:
         assert result.valid, result.observation[0].content
         if result.done:
             assert result.info["success"] is (result.reward == 1.0)
+            assert result.info["benchmark"].startswith("textarena 0.")
             return result.reward, steps
         assert result.reward is None  # TextArena scores only the end of a game
     raise AssertionError("the game did not end")
