@@ -68,3 +68,11 @@ def test_snapshot_keeps_refs_on_text_and_drops_empty_wrappers() -> None:
     assert elements["e2"].url == "#tabs-1"
     assert elements["e4"].options == ["Chad", "Peru"] and elements["e4"].value == "Chad"
     assert elements["e5"].value == "typed"
+
+
+def test_the_asked_for_tasks_have_scripted_solvers() -> None:
+    from agentgym.envs.miniwob.experts import SOLVERS
+
+    assert {"click-button", "click-checkboxes", "enter-text", "login-user", "choose-list",
+            "click-tab", "focus-text", "navigate-tree", "use-autocomplete",
+            "email-inbox"} <= set(SOLVERS)
