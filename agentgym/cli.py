@@ -386,6 +386,9 @@ def _summary(trajs: list[agentgym.Trajectory], out: Path) -> None:
     for t in trajs:
         if not t.scorable:
             err.print(f"[red]error[/red] {t.task_id}: {t.error}")
+    if closes := sum(bool(t.metrics.get("close_failed")) for t in trajs):
+        err.print(f"[yellow]warning:[/yellow] {closes} env(s) failed to close or timed out "
+                  "closing (their episodes are kept; see the log)")
 
 
 from agentgym.evaluation.cli import register_commands  # noqa: E402  (eval, compare, view)
