@@ -65,3 +65,37 @@ def test_ctrl_c_ends_a_rollout_within_2_s_and_keeps_finished_episodes(
     lines = out.read_text().splitlines()
     assert lines and all(json.loads(x)["status"] in ("terminated", "truncated") for x in lines)
     assert f"interrupted: {len(lines)} finished episodes are in {out}" in stderr
+
+
+def test_ctrl_c_ends_an_eval_within_2_s_and_the_same_command_resumes(
+        tmp_path: Path, tiny_model_dir: Path) -> None:
+    pytest.importorskip("torch")
+    pytest.importorskip("matplotlib")
+    suite = tmp_path / "mm.yaml"
+    suite.write_text("name: mm\nversion: 1\nentries:\n  - env: agentgym/MentalMath-v0\n"
+                     "    split: test\n    tasks: 400\n")
+    out = tmp_path / "eval"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agentgym.cli", "eval", "--suite", str(suite), "--policy",
+         f"hf:{tiny_model_dir}", "--concurrency", "2", "--max-tokens", "100", "--out", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    results = out / "results.jsonl"
+    try:
+        deadline = time.monotonic() + 240
+        while not (results.exists() and results.read_text().count("\n") >= 1):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "no episode finished in 240 s"
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        sent = time.monotonic()
+        _, stderr = proc.communicate(timeout=30)
+        took = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, stderr[-2000:]
+    assert took < 2.0, f"exited {took:.1f} s after Ctrl-C"
+    assert "the same command resumes" in stderr
+    kept = [json.loads(x) for x in results.read_text().splitlines()]
+    assert kept and json.loads((out / "timing.json").read_text())["wall_s"] > 0
