@@ -15,7 +15,9 @@ id -> ``(T,)`` float64, one value per step). Shared conventions (credit-assignme
   the group normalization. Why not R_i − λ·n_invalid: that hands one step's penalty to every
   step of the trajectory and to the group baseline. Why not (R_i − λ − μ)/(σ + ε): in a
   zero-variance group that is −λ/ε = −1e5, in the very groups where λ is the only signal.
-  In ``mean_norm`` and RLOO the two placements coincide.
+  The two placements do not coincide in ``mean_norm`` or RLOO either: subtracting λ before
+  the statistics also moves the baseline, so every advantage differs by λ × the share of
+  invalid entries in the group.
 - **Std** is named at each call (``ddof=1`` unbiased for GRPO/GiGPO, ``ddof=0`` population
   for HGPO); ε = 1e-6 is added to it.
 

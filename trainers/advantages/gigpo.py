@@ -27,8 +27,9 @@ Choices the paper leaves open, and what we do:
   and no step rewards gives G = 0 everywhere, hence A^S = 0.
 - **Invalid-action penalty** λ: the spec's step-local rule. It enters the invalid step's
   own return, inside its cluster's statistics, and is taken once from its episode term
-  after normalization (see ``base``). verl-agent subtracts it from the step reward before
-  discounting, so earlier returns carry it too; we do not (spec §0: not propagated).
+  after normalization (see ``base``). verl-agent also leaves earlier returns untouched: it
+  subtracts λ from the invalid step's own return after discounting, but before the episode
+  and step statistics, so λ shifts the group means by λ × the invalid share there.
 - **Unscorable and small groups**: error trajectories enter no statistic and get no entry;
   a group with fewer than 2 scorable trajectories gives zeros.
 

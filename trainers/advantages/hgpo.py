@@ -30,7 +30,9 @@ Choices the paper leaves open, and what we do (credit-assignment spec §3):
   The drop makes A discontinuous in rounding (a pair worth 1e-17 stays and adds its weight
   to the denominator), so each level's statistics are summed in a canonical order (sorted
   by value within the group): the result is then bit-for-bit independent of the order of
-  trajectories and groups.
+  trajectories and groups. The reference code keeps no such care: its float32 sums turn
+  the rounding of identical returns into spurious advantages (−0.49 on six identical
+  returns); agentgym's exact zeros there are deliberate.
 - **Episode term**: none by default. ``base_group=True`` adds a pair of weight 1 holding
   GiGPO's episode advantage with per-step statistics (one entry per step record, unbiased
   std), less λ on an invalid step (GiGPO's placement); it is dropped when exactly 0 too.
