@@ -281,8 +281,11 @@ def advantages(
             raise typer.BadParameter(f"expected key=value, got {pair!r}", param_hint="--set")
         pairs[key.strip()] = value.strip()
     from agentgym.jsonl import json_lines
+    from agentgym.trainers.rewards import estimator_options
 
-    estimate = get_estimator(estimator, **parse_options(options_class(estimator), pairs))
+    # G-RA/D-RA already charge a malformed turn: one penalty unless --set names λ too
+    estimate = get_estimator(estimator, **estimator_options(
+        parse_options(options_class(estimator), pairs), rewards))
     for _ in json_lines(trajectories):  # binary, too deep, NaN, huge numbers: one clear error
         pass
     groups = load_minimal(trajectories)

@@ -51,6 +51,7 @@ from agentgym.trainers.rewards import (
     RewardComponent,
     SWERewardConfig,
     accumulation_metrics,
+    estimator_options,
     rescore_groups,
     swe_components,
     swe_metrics,
@@ -112,7 +113,8 @@ def build(config: TrainConfig, resume: bool = False) -> Run:
         raise ConfigError(f"--resume: no checkpoint in {run_dir}; start the run without --resume")
     for kwargs in (config.env.kwargs, {**config.env.kwargs, **config.env.eval_kwargs}):
         agentgym.make(config.env.id, **kwargs)  # bad env id/kwargs fail before loading
-    options = dict(config.algorithm.options)
+    # G-RA/D-RA already charge a malformed turn: one penalty unless the options name λ too
+    options = estimator_options(config.algorithm.options, config.algorithm.reward_accumulation)
     if "history_length" in estimator_info(config.algorithm.estimator).needs \
             and config.rollout.context == "window":
         options.setdefault("history_length", config.rollout.history_length)

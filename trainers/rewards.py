@@ -31,6 +31,11 @@ Choices the paper leaves open, and what we do:
   ``submitted`` means no submission (e.g. cut off by the turn limit). A submission with no
   ``resolved`` key, or unresolved with no ``patch_empty`` key, cannot be labelled and raises
   SchemaError: an unscored submission is not a failing one.
+- **One invalid-turn penalty**: the SWE preset already charges a malformed turn
+  (``malformed_turn``), and every estimator has its own invalid-action penalty λ
+  (``invalid_penalty``, default 0.1). Stacked, a malformed turn would cost 0.2 plus the lost
+  +0.1. ``estimator_options`` therefore sets λ to 0 when rewards are accumulated and the
+  estimator options do not name ``invalid_penalty``; naming it asks for both penalties.
 - **Bookkeeping**: each rescored trajectory gets ``metrics["reward/<name>"]`` (R^(i),
   ungated) and ``metrics["reward/gate_<name>"]`` (g_i) for logging; error trajectories are
   returned unchanged (they are unscorable either way).
@@ -42,7 +47,7 @@ import math
 import numbers
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Literal, cast
+from typing import Any, Literal, cast
 
 from agentgym.errors import ConfigError, SchemaError
 from agentgym.types import Group, Trajectory
@@ -258,6 +263,32 @@ def swe_metrics(trajs: Sequence[Trajectory], config: SWERewardConfig = SWEReward
             empty in i and not i[empty])) for i in infos) / n
     if any(res in i for i in infos):
         out["resolve_rate"] = sum(bool(i.get(res)) for i in infos) / n
+    return out
+
+
+def estimator_options(options: Mapping[str, Any], accumulation: str) -> dict[str, Any]:
+    """Estimator options with one invalid-turn penalty when rewards are accumulated.
+
+    With ``accumulation`` ``gated`` or ``direct`` the reward components already penalize a
+    malformed turn, so the estimator's λ is set to 0 unless ``options`` names
+    ``invalid_penalty`` (then both apply, as asked). With ``none`` the options are unchanged.
+
+    Args:
+        options: Estimator options as configured (``algorithm.options`` or ``--set``).
+        accumulation: ``none``, ``gated`` or ``direct``.
+
+    Returns:
+        A new dict of options.
+
+    Example:
+        >>> estimator_options({"gamma": 0.9}, "gated")
+        {'gamma': 0.9, 'invalid_penalty': 0.0}
+        >>> estimator_options({"invalid_penalty": 0.1}, "gated")
+        {'invalid_penalty': 0.1}
+    """
+    out = dict(options)
+    if accumulation != "none":
+        out.setdefault("invalid_penalty", 0.0)
     return out
 
 

@@ -18,6 +18,7 @@ from agentgym.trainers.rewards import (
     SWERewardConfig,
     accumulate,
     accumulation_metrics,
+    estimator_options,
     rescore_groups,
     swe_components,
     swe_metrics,
@@ -220,3 +221,18 @@ def test_gated_equals_direct_when_the_outcome_clears_delta(n, flags, outcome):
     assert gated.total == pytest.approx(high + low if high >= 0 else high)
     if n:
         assert math.fsum(gated.step_rewards) == pytest.approx(gated.total)
+
+
+def test_one_invalid_turn_penalty_unless_both_are_asked_for():
+    # D's malformed turn 3 is charged by the preset's malformed_turn; the estimator's λ
+    # (default 0.1) joins it only when the options name invalid_penalty.
+    assert estimator_options({"gamma": 0.9}, "none") == {"gamma": 0.9}
+    assert estimator_options({}, "direct") == {"invalid_penalty": 0.0}
+    assert estimator_options({"invalid_penalty": 0.3}, "gated") == {"invalid_penalty": 0.3}
+    gated = rescore_groups(EXAMPLE, swe_components())
+    single = get_estimator("grpo", **estimator_options({}, "gated"))(gated)["D"]
+    both = get_estimator("grpo", **estimator_options({"invalid_penalty": 0.1}, "gated"))(
+        gated)["D"]
+    assert single[3] == pytest.approx(single[0])  # no second charge on the malformed turn
+    assert both[3] == pytest.approx(both[0] - 0.1)
+    assert get_estimator("grpo")(gated)["D"][3] == pytest.approx(both[3])  # the old default
