@@ -76,6 +76,28 @@ def parse_tool_calls(text: str, formats: Sequence[str] = FORMATS) -> ParsedCalls
     return ParsedCalls((), (), None)
 
 
+def marked_blocks(text: str) -> tuple[str, tuple[str, ...]] | None:
+    """The marker format that wins under the default ``FORMATS`` and its raw blocks.
+
+    ``parse_tool_calls(text)`` depends only on this pair when it is not None, so a caller
+    that parses many texts sharing blocks (reasoning around the same call) can parse each
+    distinct pair once. None when no ``hermes`` or ``action`` marker is present (the ``json``
+    format then reads the whole text).
+
+    Example:
+        >>> marked_blocks('I go up. <tool_call>{"name": "up"}</tool_call>')
+        ('hermes', ('{"name": "up"}',))
+    """
+    if not isinstance(text, str):
+        return None
+    text = text[:_MAX_TEXT]
+    for fmt, pattern in (("hermes", _HERMES_RE), ("action", _ACTION_RE)):
+        blocks = pattern.findall(text)
+        if blocks:
+            return fmt, tuple(blocks)
+    return None
+
+
 Item = tuple[str, dict[str, Any]] | str  # a (name, arguments) call or an error message
 
 

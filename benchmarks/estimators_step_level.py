@@ -3,7 +3,7 @@
 16 groups × 8 trajectories × 50 steps (6,400 step records). Each trajectory is a random walk
 on a 5×5 grid from the same start, so states and short histories repeat across and within
 trajectories. Each step's action is model-like text: a sentence that varies from step to step
-plus a Hermes ``<tool_call>`` naming the move (so SALT parses every step, as in training);
+plus a Hermes ``<tool_call>`` naming the move (SALT parses each distinct call once);
 3% of steps are malformed JSON, and a move into a wall is invalid. Reaching the goal cell
 earns 1. The reference (``reference_estimators.py``, per-step Python loops) must give the
 same numbers; that is asserted before timing. Median of repeated calls.
@@ -147,14 +147,16 @@ def main() -> None:
         f"{GROUPS} groups × {TRAJS} trajectories × {STEPS} steps ({n_steps:,} step records); "
         f"random walks on a {SIDE}×{SIDE} grid. Share of steps whose HGPO level-k group has "
         f"another member: {level_sizes(groups)}. Actions are varied text around a Hermes tool "
-        "call, so SALT parses every step (3% malformed); the *structured* rows hold the "
+        "call (3% malformed): SALT finds the marked blocks of every step and parses each "
+        "distinct call once; the *structured* rows hold the "
         "same calls in `Message.tool_calls` (as an OpenAI-compatible server returns them), "
         "so only their JSON keys are computed. The reference is the per-step "
         "Python loop of `benchmarks/reference_estimators.py`; both give the same numbers "
         "(asserted, to 1e-9).",
         f"Median of {args.repeats} calls ({args.reference_repeats} for the reference). "
         f"Machine: {os.cpu_count()} cores (1-minute load average {load:.1f} at the start: "
-        f"other work shares them), Python {platform.python_version()}, "
+        f"other work shares them, so these are times under load), "
+        f"Python {platform.python_version()}, "
         f"agentgym {agentgym.__version__}. *Of which canonical actions*: the time "
         "`salt.canonical_action` alone takes over the batch (parsing, JSON keys), the rest "
         "is flattening and the graph.",

@@ -291,3 +291,31 @@ def test_identical_trajectories_leave_only_the_penalty(moves, copies, err, optio
     for t in trajs:
         assert result[t.id].tolist() == [-lam if k in invalid else 0.0
                                          for k in range(len(moves))]
+
+
+_PIECES = ["I go", " up", "<tool_call>", "</tool_call>", "<action>", "</action>", "up",
+           '{"name": "move", "arguments": {"d": 1}}', '{"name": "move"', "move(d=1)", "\n", ""]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(_PIECES), max_size=8).map("".join), min_size=1,
+                max_size=12), st.lists(st.booleans(), min_size=12, max_size=12))
+def test_shared_parse_cache_gives_each_text_its_own_key(texts, valid):
+    # One cache over many texts (blocks shared, reasoning around them varying) must give the
+    # key a fresh parse of each text alone gives.
+    cache: dict = {}
+    for text, ok in zip(texts, valid, strict=False):
+        step = Step(0, Message("assistant", text), StepResult(()), valid=ok)
+        assert canonical_action(step, cache) == canonical_action(step, {})
+
+
+def test_each_distinct_call_is_parsed_once(monkeypatch):
+    parsed = []
+    real = salt_mod.text_action
+    monkeypatch.setattr(salt_mod, "text_action", lambda text: parsed.append(text) or real(text))
+    cache: dict = {}
+    for t in range(20):  # reasoning differs on every step; the call alternates between two
+        text = f"Turn {t}: thinking. <tool_call>{{\"name\": \"move\", \"arguments\": " \
+               f"{{\"d\": {t % 2}}}}}</tool_call>"
+        canonical_action(Step(t, Message("assistant", text), StepResult(())), cache)
+    assert len(parsed) == 2

@@ -55,7 +55,7 @@ from typing import Literal
 import numpy as np
 
 from agentgym.errors import ConfigError
-from agentgym.parsing import parse_tool_calls
+from agentgym.parsing import marked_blocks, parse_tool_calls
 from agentgym.trainers.advantages.base import (
     Advantages,
     EstimatorOptions,
@@ -114,13 +114,15 @@ def text_action(text: str) -> tuple[ActionKey | None, bool]:
     return (("text", words) if parsed.format is None and words else None), False
 
 
-def canonical_action(step: Step, cache: dict[str, tuple[ActionKey | None, bool]]
+def canonical_action(step: Step, cache: dict[object, tuple[ActionKey | None, bool]]
                      ) -> ActionKey | None:
     """The step's canonical action (module docstring), or None when it cannot be merged.
 
     Args:
         step: The step.
-        cache: Parses of texts already seen, shared across one call (texts repeat).
+        cache: Parses already made, shared across one call. A text with tool-call markers is
+            filed under its marked blocks, which alone decide its parse: model text varies
+            around the same call, so each distinct call is parsed once, not each step.
 
     Example:
         >>> from agentgym.types import Message, Step, StepResult
@@ -131,9 +133,10 @@ def canonical_action(step: Step, cache: dict[str, tuple[ActionKey | None, bool]]
     if step.action.tool_calls:
         return calls_key(step.action.tool_calls)
     text = step.action.content
-    if text not in cache:
-        cache[text] = text_action(text)
-    key, is_call = cache[text]
+    slot = marked_blocks(text) or text
+    if slot not in cache:
+        cache[slot] = text_action(text)
+    key, is_call = cache[slot]
     return key if is_call or step.valid else None
 
 
@@ -185,7 +188,7 @@ def salt_step_advantages(flat: Flat, options: SALTOptions) -> np.ndarray:
     if n_steps == 0:
         return np.zeros(0)
     pos, state = positions(flat), state_ids(flat)  # (S,), (S,)
-    cache: dict[str, tuple[ActionKey | None, bool]] = {}
+    cache: dict[object, tuple[ActionKey | None, bool]] = {}
     keys: dict[object, int] = {}
     action = np.fromiter(  # (S,) canonical action ids; an unmergeable step gets its own id
         (keys.setdefault(a if a is not None else ("unmergeable", k), len(keys))
