@@ -3,7 +3,8 @@
 A checkpoint is a folder ``<run_dir>/checkpoints/step-<N>/`` holding:
 
 - ``model.safetensors``: the trainable parameters (every weight, or only the LoRA adapters);
-- ``optimizer.pt``: the optimizer state;
+- ``optimizer.pt``: the optimizer state, only in a resumable checkpoint (AdamW keeps two
+  float32 moments per trained parameter, twice the weights: left out unless asked for);
 - ``state.json``: the step, the data position (next training seed) and the metrics so far;
 - ``rng.pt``: Python, numpy and torch random states.
 
@@ -23,6 +24,8 @@ from typing import Any
 import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
+
+from agentgym.errors import ConfigError
 
 MARKER = "state.json"  # written last: a folder without it is incomplete
 
@@ -47,15 +50,24 @@ def trainable_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
 
 
 def save(run_dir: Path, state: TrainState, model: torch.nn.Module,
-         optimizer: torch.optim.Optimizer, keep: int = 2) -> Path:
-    """Write a checkpoint atomically; keep the newest ``keep`` ones."""
+         optimizer: torch.optim.Optimizer | None, keep: int = 2) -> Path:
+    """Write a checkpoint atomically; keep the newest ``keep`` ones.
+
+    Args:
+        run_dir: The run folder.
+        state: Where the run stands.
+        model: The model whose trainable parameters are saved.
+        optimizer: Its optimizer, saved for an exact resume; None leaves it out.
+        keep: How many complete checkpoints to keep.
+    """
     root = Path(run_dir) / "checkpoints"
     final = root / f"step-{state.step:06d}"
     tmp = root / f".tmp-step-{state.step:06d}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     save_file(trainable_state(model), tmp / "model.safetensors")
-    torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+    if optimizer is not None:
+        torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
     torch.save({"python": random.getstate(), "numpy": np.random.get_state(),
                 "torch": torch.get_rng_state()}, tmp / "rng.pt")
     (tmp / MARKER).write_text(json.dumps({"step": state.step, "next_seed": state.next_seed}))
@@ -74,11 +86,13 @@ class Checkpointer:
         run_dir: The run folder (checkpoints go to ``<run_dir>/checkpoints/``).
         every: Save every this many steps (and at the last step).
         keep: How many complete checkpoints to keep.
+        resumable: Also save the optimizer state, so that ``--resume`` continues exactly.
     """
 
     run_dir: Path
     every: int
     keep: int = 2
+    resumable: bool = False
 
     def due(self, step: int, *, last: int) -> bool:
         """Whether step ``step`` (1-based, of ``last``) is saved."""
@@ -86,8 +100,9 @@ class Checkpointer:
 
     def save(self, state: TrainState, model: torch.nn.Module,
              optimizer: torch.optim.Optimizer) -> Path:
-        """:func:`save` into this run's folder."""
-        return save(self.run_dir, state, model, optimizer, keep=self.keep)
+        """:func:`save` into this run's folder (with the optimizer state when resumable)."""
+        return save(self.run_dir, state, model, optimizer if self.resumable else None,
+                    keep=self.keep)
 
 
 def latest(run_dir: Path) -> Path | None:
@@ -97,9 +112,27 @@ def latest(run_dir: Path) -> Path | None:
     return done[-1] if done else None
 
 
+def check_resumable(path: Path) -> None:
+    """Raise unless the checkpoint folder holds the optimizer state an exact resume needs.
+
+    Raises:
+        ConfigError: The checkpoint was saved without ``resumable_checkpoints``.
+    """
+    if not (Path(path) / "optimizer.pt").exists():
+        raise ConfigError(
+            f"checkpoint {path} holds no optimizer state, so the run cannot resume exactly "
+            "(it was saved with resumable_checkpoints=false, the default); set "
+            "resumable_checkpoints=true in the config of runs you will resume")
+
+
 def load(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> TrainState:
-    """Restore parameters, optimizer and random states; returns where the run stands."""
+    """Restore parameters, optimizer and random states; returns where the run stands.
+
+    Raises:
+        ConfigError: The checkpoint holds no optimizer state (:func:`check_resumable`).
+    """
     path = Path(path)
+    check_resumable(path)
     weights = load_file(path / "model.safetensors")
     params = dict(model.named_parameters())
     missing = sorted(set(weights) ^ {n for n, p in params.items() if p.requires_grad})

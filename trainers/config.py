@@ -287,6 +287,9 @@ class TrainConfig:
     """Training steps (collect → update)."""
     save_every: int = 5
     """Checkpoint every this many steps (and at the end)."""
+    resumable_checkpoints: bool = False
+    """Also save the optimizer state (AdamW: twice the trained weights) so that ``--resume``
+    continues exactly; off, a checkpoint holds the weights, data position and random states."""
     eval_every: int = 0
     """Evaluate on held-out seeds every this many steps (0 = only before and after)."""
     tensorboard: bool = True

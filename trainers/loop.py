@@ -111,6 +111,8 @@ def build(config: TrainConfig, resume: bool = False) -> Run:
                           "run, or set run_dir to a new folder")
     if resume and last is None:
         raise ConfigError(f"--resume: no checkpoint in {run_dir}; start the run without --resume")
+    if resume and last is not None:
+        checkpoint.check_resumable(last)  # before loading any model
     for kwargs in (config.env.kwargs, {**config.env.kwargs, **config.env.eval_kwargs}):
         agentgym.make(config.env.id, **kwargs)  # bad env id/kwargs fail before loading
     # G-RA/D-RA already charge a malformed turn: one penalty unless the options name λ too
@@ -151,9 +153,10 @@ def build(config: TrainConfig, resume: bool = False) -> Run:
         policy, learner = driver.policy, driver.learner
     sharded = driver is not None and driver.distributed is not None
     weights: Any = policy.model if sharded else model  # full weights (rank 0 keeps a copy)
+    checkpointer = Checkpointer(run_dir, config.save_every,
+                                resumable=config.resumable_checkpoints)
     return Run(config, learner, policy, weights, estimator, rewards, progress,
-               MetricsLog(run_dir, config.tensorboard), Checkpointer(run_dir, config.save_every),
-               driver, state)
+               MetricsLog(run_dir, config.tensorboard), checkpointer, driver, state)
 
 
 def train(config: TrainConfig, resume: bool = False, progress: Any = None) -> Path:

@@ -19,6 +19,7 @@ def tiny_dir(tiny_model_dir):
 def config(tmp_path, tiny_dir, **over):
     data = {
         "run_dir": str(tmp_path / "run"), "steps": 2, "save_every": 1, "tensorboard": False,
+        "resumable_checkpoints": True,
         "env": {"id": "agentgym/Sokoban-v0", "max_turns": 2},
         "model": {"path": str(tiny_dir)},
         "rollout": {"tasks_per_step": 2, "group_size": 2, "max_tokens": 6},
@@ -64,6 +65,19 @@ def test_resume_continues_exactly(tmp_path, tiny_dir):
     a, b = params_of(straight, 4), params_of(resumed, 4)
     for name in a:
         assert torch.allclose(a[name], b[name], atol=1e-6), name
+
+
+def test_checkpoints_leave_out_the_optimizer_unless_resumable(tmp_path, tiny_dir):
+    lean = config(tmp_path / "lean", tiny_dir, steps=1, resumable_checkpoints=False)
+    folder = train(lean) / "checkpoints" / "step-000001"
+    assert (folder / "model.safetensors").exists() and (folder / "state.json").exists()
+    assert not (folder / "optimizer.pt").exists()
+    with pytest.raises(ConfigError, match="resumable_checkpoints=true"):
+        build(config(tmp_path / "lean", tiny_dir, steps=2, resumable_checkpoints=False),
+              resume=True)
+    full = train(config(tmp_path / "full", tiny_dir, steps=1)) / "checkpoints" / "step-000001"
+    moments = torch.load(full / "optimizer.pt", weights_only=False)["state"]
+    assert moments and all("exp_avg_sq" in m for m in moments.values())
 
 
 def test_lora_trains_only_adapters(tmp_path, tiny_dir):

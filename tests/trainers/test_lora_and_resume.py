@@ -13,6 +13,7 @@ from agentgym.trainers.loop import build, train
 def config(tmp_path, tiny_dir, **over):
     data = {
         "run_dir": str(tmp_path / "run"), "steps": 2, "save_every": 1, "tensorboard": False,
+        "resumable_checkpoints": True,
         "env": {"id": "agentgym/Sokoban-v0", "max_turns": 2},
         "model": {"path": str(tiny_dir)},
         "rollout": {"tasks_per_step": 2, "group_size": 2, "max_tokens": 6},

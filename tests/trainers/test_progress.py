@@ -126,6 +126,7 @@ def test_spa_training_run_resumes_with_its_estimator(tiny_model_dir, tmp_path):
     from agentgym.trainers.metrics import read_metrics
 
     args = [f"run_dir={tmp_path / 'run'}", "save_every=1", f"model.path={tiny_model_dir}",
+            "resumable_checkpoints=true",
             "env.id=agentgym/MentalMath-v0", "algorithm.estimator=spa",
             "rollout.tasks_per_step=2", "rollout.group_size=2", "rollout.max_tokens=4",
             "tensorboard=false", "progress.explore_tasks=1", "progress.head_lr=0.01"]
