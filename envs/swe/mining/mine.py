@@ -172,13 +172,15 @@ class LineMap:
     """(path relative to the sdist root, line) -> ids of the tests that ran it."""
     at_import: frozenset[tuple[str, int]]
     """Lines that ran outside any test (module imports)."""
+    spawning: frozenset[str] = frozenset()
+    """Tests that started a subprocess (the package may run there, untraced): always run."""
 
     def affected(self, path: str, span: tuple[int, int], stable: list[str]) -> list[str]:
         """Stable tests that may see a change in lines ``span`` of ``path``, in order."""
         lines = [(path, n) for n in range(span[0], span[1] + 1)]
         if any(x in self.at_import for x in lines):
             return stable
-        hit = frozenset().union(*(self.tests.get(x, frozenset()) for x in lines))
+        hit = frozenset().union(self.spawning, *(self.tests.get(x, frozenset()) for x in lines))
         return [t for t in stable if t in hit]
 
 
@@ -201,7 +203,7 @@ async def _line_map(box: Sandbox, recipe: PackageRecipe, stable: list[str]) -> L
         for line, idx in lines.items():
             tests[path[strip:], int(line)] = frozenset(names[i] for i in idx)
     at_import = frozenset((p[strip:], n) for p, ns in data["import"].items() for n in ns)
-    return LineMap(tests, at_import)
+    return LineMap(tests, at_import, frozenset(names[i] for i in data.get("spawns", ())))
 
 
 def _tree_hash(root: Path) -> str:
