@@ -218,7 +218,8 @@ def test_registry_names_and_typos():
     assert options_class("gigpo") is GiGPOOptions
     with pytest.raises(ConfigError, match="did you mean 'grpo'"):
         get_estimator("grp")
-    with pytest.raises(ConfigError, match="accepted: gamma, invalid_penalty, mode; did you mean"):
+    with pytest.raises(ConfigError, match="accepted: gamma, invalid_penalty, mode, "
+                                          "cross_steps, penalty_placement; did you mean"):
         get_estimator("grpo", gama=0.9)
 
 

@@ -337,6 +337,58 @@ def flatten(groups: Sequence[Group], *, gamma: float, invalid_penalty: float) ->
                 steps=tuple(steps))
 
 
+PenaltyPlacement = Literal["own", "before_stats"]
+"""Where λ goes in a trajectory-level term: ``own`` = after the statistics, on the invalid
+step only (the spec); ``before_stats`` = into that step's entry R_i − λ, inside the group
+statistics, as verl-agent does (a compatibility mode)."""
+
+
+def step_entry_advantages(flat: Flat, mode: str, *, cross_steps: bool,
+                          placement: PenaltyPlacement, leave_one_out: bool = False
+                          ) -> np.ndarray:
+    """``(S,)`` outcome advantages from per-step entries, verl-agent's layout, λ included.
+
+    Every step has the score x_{i,t} = R_i (less λ·1[¬valid_t] with ``before_stats``). The
+    group statistics run over every step's score with ``cross_steps`` (verl-agent's
+    ``compute_mean_std_cross_steps``), else over each trajectory's first step only (the
+    first record verl-agent sees of it). A_{i,t} = (x_{i,t} − mean)/(std + ε) (unbiased std;
+    ``mean_norm`` drops the division), times n/(n − 1) with ``leave_one_out`` (RLOO over the
+    n entries); with ``own`` λ is then taken from the invalid step.
+
+    Args:
+        flat: The flattened groups.
+        mode: ``mean_std_norm`` or ``mean_norm``.
+        cross_steps: One statistics entry per step record instead of per trajectory.
+        placement: Where λ goes (:data:`PenaltyPlacement`).
+        leave_one_out: RLOO's n/(n − 1) scale.
+
+    Returns:
+        One value per step; entries of groups with < 2 entries give 0.
+    """
+    x = flat.outcome[flat.step_traj] - (flat.penalty if placement == "before_stats" else 0.0)
+    label = flat.group[flat.step_traj]  # (S,)
+    entry = np.ones(len(x), bool)
+    if not cross_steps:
+        entry[:] = False
+        entry[(np.cumsum(flat.lengths) - flat.lengths)[flat.lengths > 0]] = True
+    n_labels = int(label.max()) + 1 if len(label) else 0
+    count = np.bincount(label[entry], minlength=n_labels)  # (L,) entries per group
+    # shift by one entry's value: equal entries then deviate by exactly 0 (see normalize)
+    shift = np.zeros(n_labels)
+    shift[label[entry][::-1]] = x[entry][::-1]
+    y = x - shift[label]
+    mean = np.bincount(label[entry], y[entry], minlength=n_labels) / np.maximum(count, 1)
+    dev = y - mean[label]
+    if mode == "mean_std_norm":
+        var = np.bincount(label[entry], dev[entry] ** 2, minlength=n_labels) / np.maximum(
+            count - 1, 1)
+        dev = dev / (np.sqrt(var)[label] + EPS)
+    if leave_one_out:
+        dev = dev * (count / np.maximum(count - 1, 1))[label]
+    out = np.where(count[label] >= 2, dev, 0.0)
+    return out - (flat.penalty if placement == "own" else 0.0)
+
+
 def broadcast(flat: Flat, traj_values: np.ndarray) -> np.ndarray:
     """``(S,)`` A_{i,t} = A_i − λ·1[¬valid_t]: each step gets its trajectory's value."""
     return traj_values[flat.step_traj] - flat.penalty

@@ -38,10 +38,12 @@ from agentgym.trainers.advantages.base import (
     Advantages,
     EstimatorOptions,
     Flat,
+    PenaltyPlacement,
     broadcast,
     flatten,
     normalize,
     register_estimator,
+    step_entry_advantages,
     unflatten,
 )
 from agentgym.types import Group
@@ -49,7 +51,14 @@ from agentgym.types import Group
 
 @dataclass(frozen=True)
 class GRPOOptions(EstimatorOptions):
-    """GRPO takes only the shared options: ``mode``, ``invalid_penalty`` (and ``gamma``)."""
+    """GRPO options: the shared ones plus verl-agent's compatibility switches."""
+
+    cross_steps: bool = False
+    """verl-agent's ``compute_mean_std_cross_steps``: one statistics entry per step record
+    (long trajectories weigh more); False = one per trajectory (the paper)."""
+    penalty_placement: PenaltyPlacement = "own"
+    """``own``: λ after the statistics, on the invalid step (spec); ``before_stats``: inside
+    the step's entry R_i − λ, as verl-agent (``base.PenaltyPlacement``)."""
 
 
 def grpo_trajectory_advantages(flat: Flat, mode: str) -> np.ndarray:
@@ -84,5 +93,10 @@ class GRPO:
         """Advantages of every scorable trajectory in ``groups``, one per step."""
         flat = flatten(groups, gamma=self.options.gamma,
                        invalid_penalty=self.options.invalid_penalty)
-        adv = grpo_trajectory_advantages(flat, self.options.mode)  # (N,)
+        o = self.options
+        if o.cross_steps or o.penalty_placement != "own":  # verl-agent's layout
+            return unflatten(flat, step_entry_advantages(
+                flat, o.mode, cross_steps=o.cross_steps, placement=o.penalty_placement,
+                leave_one_out=False))
+        adv = grpo_trajectory_advantages(flat, o.mode)  # (N,)
         return unflatten(flat, broadcast(flat, adv))  # (S,) → per trajectory

@@ -35,10 +35,12 @@ from agentgym.trainers.advantages.base import (
     EstimatorOptions,
     Flat,
     Mode,
+    PenaltyPlacement,
     broadcast,
     flatten,
     normalize,
     register_estimator,
+    step_entry_advantages,
     unflatten,
 )
 from agentgym.types import Group
@@ -50,6 +52,12 @@ class RLOOOptions(EstimatorOptions):
 
     mode: Mode = "mean_norm"
     """``mean_norm``: R_i − mean of the others (the paper); ``mean_std_norm``: also / std."""
+    cross_steps: bool = False
+    """verl-agent's ``compute_mean_std_cross_steps``: leave one step record out of the step
+    records of the group (long trajectories weigh more); False = one entry per trajectory."""
+    penalty_placement: PenaltyPlacement = "own"
+    """``own``: λ after the statistics, on the invalid step (spec); ``before_stats``: inside
+    the step's entry R_i − λ, as verl-agent (``base.PenaltyPlacement``)."""
 
 
 def rloo_trajectory_advantages(flat: Flat, mode: str) -> np.ndarray:
@@ -88,5 +96,10 @@ class RLOO:
         """Advantages of every scorable trajectory in ``groups``, one per step."""
         flat = flatten(groups, gamma=self.options.gamma,
                        invalid_penalty=self.options.invalid_penalty)
-        adv = rloo_trajectory_advantages(flat, self.options.mode)  # (N,)
+        o = self.options
+        if o.cross_steps or o.penalty_placement != "own":  # verl-agent's layout
+            return unflatten(flat, step_entry_advantages(
+                flat, o.mode, cross_steps=o.cross_steps, placement=o.penalty_placement,
+                leave_one_out=True))
+        adv = rloo_trajectory_advantages(flat, o.mode)  # (N,)
         return unflatten(flat, broadcast(flat, adv))
