@@ -12,6 +12,14 @@ reward manager puts R_i on every step row and its invalid-action penalty subtrac
 row), ``index`` = group, ``traj_index`` = trajectory, a one-token response mask; each case
 records the reference function and arguments next to the agentgym options that must match.
 Outputs are float32, kept to 7 significant digits.
+
+GiGPO (``gigpo_groups``/``gigpo_cases``): four more groups whose steps carry text state keys
+(three room descriptions with a varying "Turn k." suffix), the outcome reward on the last
+step and γ = 0.95. verl-agent's ``build_step_group`` (exact, and with ``enable_similarity``
+at threshold 0.9) and ``step_norm_reward`` from ``gigpo/core_gigpo.py`` (same fork, 7caaed8)
+ran on the discounted returns less λ on an invalid step (its penalty on ``step_rewards``);
+the episode term came from ``compute_grpo_outcome_advantage``, whose statistics
+``episode_norm_reward`` repeats; the recorded advantage is their sum (step_advantage_w 1).
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from agentgym.errors import ConfigError
 from agentgym.trainers.advantages import get_estimator
 from agentgym.types import Group, Message, Step, StepResult, Trajectory
 
@@ -33,8 +42,10 @@ def groups_of(data):
     for g, grp in enumerate(data):
         trajs = tuple(
             Trajectory(f"g{g}t{i}", f"g{g}", f"g{g}", (), tuple(
-                Step(k, Message("assistant", "a"), StepResult((), 0.0), state_key=f"s{k}",
-                     valid=ok) for k, ok in enumerate(t["valid"])),
+                Step(k, Message("assistant", "a"), StepResult(
+                    (), t["reward"] if k == len(t["valid"]) - 1 else 0.0),
+                     state_key=t["keys"][k] if "keys" in t else f"s{k}", valid=ok)
+                for k, ok in enumerate(t["valid"])),
                 outcome_reward=t["reward"])
             for i, t in enumerate(grp))
         out.append(Group(f"g{g}", trajs))
@@ -42,15 +53,38 @@ def groups_of(data):
 
 
 GROUPS = groups_of(DATA["groups"])
+GIGPO_GROUPS = groups_of(DATA["gigpo_groups"])
 
 
-@pytest.mark.parametrize("case", DATA["cases"], ids=lambda c: "{}-{}".format(
-    c["estimator"], "-".join(f"{k}={v}" for k, v in c["options"].items())))
-def test_matches_verl_agent(case):
-    got = get_estimator(case["estimator"], **case["options"])(GROUPS)
+def case_id(case):
+    return "{}-{}".format(case["estimator"], "-".join(
+        f"{k}={v}" for k, v in case["options"].items()))
+
+
+def check(case, groups):
+    got = get_estimator(case["estimator"], **case["options"])(groups)
     for g, grp in enumerate(case["advantages"]):
         for i, want in enumerate(grp):
             np.testing.assert_allclose(got[f"g{g}t{i}"], want, rtol=1e-5, atol=2e-6)
+
+
+@pytest.mark.parametrize("case", DATA["cases"], ids=case_id)
+def test_matches_verl_agent(case):
+    check(case, GROUPS)
+
+
+@pytest.mark.parametrize("case", DATA["gigpo_cases"], ids=case_id)
+def test_gigpo_matches_verl_agent(case):
+    check(case, GIGPO_GROUPS)
+
+
+def test_similarity_merges_what_exact_matching_splits():
+    exact = get_estimator("gigpo", step_weight=1.0)
+    similar = get_estimator("gigpo", similarity_threshold=0.9)
+    a, b = exact(GIGPO_GROUPS), similar(GIGPO_GROUPS)
+    assert any(not np.allclose(a[k], b[k]) for k in a)
+    with pytest.raises(ConfigError, match="similarity_threshold must be in"):
+        get_estimator("gigpo", similarity_threshold=1.0)
 
 
 def test_the_fixture_covers_what_parity_needs():
