@@ -3,8 +3,9 @@
 One training sample per step (DESIGN.md "Data flow"): the step's *recorded*
 ``prompt_ids + completion_ids`` (never re-tokenized), trained on its completion tokens only,
 each of which carries the step's advantage (spec §0 "Broadcast") and its recorded behaviour
-log-prob. Full-history packing (one sequence per trajectory whose prompts are exact prefixes
-of each other) is not implemented here: every step is its own sample. SUPO
+log-prob. Every step is its own sample; with ``pack=True`` a micro-batch's samples that share
+prefixes (a group's prompt, a full-history episode's growing context) are run as one prefix
+tree (:mod:`agentgym.trainers.packing`), computing each shared prefix once. SUPO
 (:mod:`agentgym.trainers.supo`) packs each working context into one sample, using
 ``Sample.mask`` (observation tokens between turns are not trained) and
 ``Sample.token_advantages`` (each turn's tokens carry that turn's advantage).
@@ -39,6 +40,7 @@ from typing import Literal
 import numpy as np
 
 from agentgym.errors import AgentGymError, MissingExtraError
+from agentgym.trainers.packing import packed_order
 from agentgym.types import Group
 
 try:
@@ -257,7 +259,8 @@ class MicroBatch:
                           global_sequences=self.global_sequences, oversized=self.oversized)
 
 
-def micro_batches(samples: list[Sample], max_tokens: int, pad_id: int) -> list[MicroBatch]:
+def micro_batches(samples: list[Sample], max_tokens: int, pad_id: int, *,
+                  pack: bool = False) -> list[MicroBatch]:
     """Pack samples into right-padded micro-batches of at most ``max_tokens`` padded tokens.
 
     Samples are sorted by length, longest first (ties keep input order, so the packing is
@@ -269,6 +272,9 @@ def micro_batches(samples: list[Sample], max_tokens: int, pad_id: int) -> list[M
         samples: The samples of one optimizer step.
         max_tokens: Budget of padded tokens (B × T) per micro-batch.
         pad_id: Token id used for padding (it is masked out, any valid id works).
+        pack: Budget *packed* tokens instead (each shared prefix counted once, see
+            :mod:`agentgym.trainers.packing`): samples sharing prefixes go to the same
+            micro-batch, whose forward pass then runs them as one prefix tree.
 
     Returns:
         The micro-batches, each carrying the global normalizers of the whole call.
@@ -280,9 +286,10 @@ def micro_batches(samples: list[Sample], max_tokens: int, pad_id: int) -> list[M
         raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
     order = sorted(range(len(samples)), key=lambda i: (-samples[i].length, i))
     packs: list[list[int]] = []
-    oversized = 0
-    for i in order:
-        oversized += samples[i].length > max_tokens
+    oversized = sum(samples[i].length > max_tokens for i in order)
+    if pack:
+        packs = packed_order([s.input_ids for s in samples], max_tokens)
+    for i in order if not pack else ():
         # The first row of a pack is its longest; an oversized row never gets company.
         if packs and (len(packs[-1]) + 1) * samples[packs[-1][0]].length <= max_tokens:
             packs[-1].append(i)
@@ -294,8 +301,8 @@ def micro_batches(samples: list[Sample], max_tokens: int, pad_id: int) -> list[M
                       f"{longest}); each got its own micro-batch. Raise max_tokens or cap "
                       "the generation and context length", stacklevel=2)
     total_tokens = sum(s.num_completion_tokens for s in samples)
-    return [_collate([samples[i] for i in pack], tuple(pack), pad_id, total_tokens,
-                     len(samples), samples[pack[0]].length > max_tokens) for pack in packs]
+    return [_collate([samples[i] for i in p], tuple(p), pad_id, total_tokens, len(samples),
+                     len(p) == 1 and samples[p[0]].length > max_tokens) for p in packs]
 
 
 def _collate(rows: list[Sample], indices: tuple[int, ...], pad_id: int, total_tokens: int,

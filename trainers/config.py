@@ -164,7 +164,14 @@ class OptimConfig:
     mini_batches: int = 1
     """Optimizer steps per epoch (the samples are split into this many parts)."""
     max_tokens_per_micro_batch: int = 4096
-    """Padded tokens per forward pass (gradient accumulation does the rest)."""
+    """Padded tokens per forward pass (gradient accumulation does the rest); packed tokens
+    when ``pack_prefixes`` is on."""
+    pack_prefixes: bool = False
+    """Compute every shared token prefix once in the update: a micro-batch's samples run as
+    one prefix tree (a group's completions after one copy of its prompt, a full-history
+    episode's turns inside its last turn's sequence), each token attending to its own
+    prefix only. Same log-probs as unpacked; needs a model taking a 4D attention mask and
+    position ids (Llama family). See trainers/packing.py."""
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ from typing import Any, Literal
 
 from agentgym.errors import MissingExtraError
 from agentgym.trainers.batching import TrainingDataError
+from agentgym.trainers.packing import pack_prefix_tree
 
 try:
     import torch
@@ -160,6 +161,46 @@ def token_logprobs(model: Any, input_ids: torch.Tensor, attention_mask: torch.Te
     def place(values: torch.Tensor) -> torch.Tensor:  # (N,) -> (B, T-1), zeros elsewhere
         full = torch.zeros(sub.shape, dtype=values.dtype, device=values.device)
         return torch.nn.functional.pad(full.masked_scatter(sub, values), (first, 0))
+
+    return place(logp), (place(ent) if with_entropy else None)
+
+
+def packed_token_logprobs(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                          temperature: float = 1.0, with_entropy: bool = False,
+                          mask: torch.Tensor | None = None
+                          ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """:func:`token_logprobs` computed on the rows packed as one prefix tree.
+
+    Shared prefixes (a group's prompt, a full-history episode's earlier turns) run once: the
+    rows become one sequence (:func:`agentgym.trainers.packing.pack_prefix_tree`) with a 4D
+    attention mask (each token sees its own prefix only) and per-token position ids. Same
+    arguments, layout and result as :func:`token_logprobs`, to floating-point summation
+    order; the model must take a 4D boolean ``attention_mask`` and ``position_ids``.
+    """
+    if not (temperature >= 0 and temperature != float("inf")):
+        raise ValueError(f"temperature must be >= 0 (the sampling temperature), got {temperature}")
+    scale = temperature if temperature > 0 else 1.0
+    device = input_ids.device
+    lengths = attention_mask.sum(dim=1).tolist()
+    tree = pack_prefix_tree([input_ids[r, :n].tolist() for r, n in enumerate(lengths)])
+    where = torch.zeros(input_ids.shape, dtype=torch.long)  # (B, T) packed index of each token
+    for r, path in enumerate(tree.paths):
+        where[r, :len(path)] = torch.tensor(path)
+    sel = (attention_mask[:, 1:] if mask is None else mask) > 0  # (B, T-1)
+    rows, cols = sel.nonzero(as_tuple=True)  # target input_ids[r, j+1] is predicted by token j
+    sources = where.to(device)[rows, cols]  # (N,) packed index of each predicting token
+    keep, inverse = torch.unique(sources, return_inverse=True)  # logits only where needed
+    kwargs = {"logits_to_keep": keep} if _takes_logits_to_keep(model) else {}
+    logits = model(input_ids=torch.tensor([tree.tokens], device=device),
+                   attention_mask=torch.from_numpy(tree.ancestor_mask())[None, None].to(device),
+                   position_ids=torch.tensor([tree.positions], device=device), use_cache=False,
+                   **kwargs).logits[0]  # (U, V), or (N_packed, V) without logits_to_keep
+    picked = logits[inverse] if kwargs else logits[sources]  # (N, V)
+    logp, ent = _TokenLogSoftmax.apply(picked, input_ids[rows, cols + 1], scale, with_entropy)
+
+    def place(values: torch.Tensor) -> torch.Tensor:  # (N,) -> (B, T-1), zeros elsewhere
+        full = torch.zeros(sel.shape, dtype=values.dtype, device=values.device)
+        return full.index_put((rows, cols), values)
 
     return place(logp), (place(ent) if with_entropy else None)
 

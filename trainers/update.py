@@ -28,7 +28,7 @@ import torch
 
 from agentgym.trainers.batching import MicroBatch, Sample, micro_batches
 from agentgym.trainers.config import LossConfig, OptimConfig, TrainConfig
-from agentgym.trainers.loss import LossStats, ppo_clip_loss, token_logprobs
+from agentgym.trainers.loss import LossStats, packed_token_logprobs, ppo_clip_loss, token_logprobs
 from agentgym.trainers.metrics import weighted_mean
 
 Stats = list[tuple[dict[str, Any], float]]
@@ -81,8 +81,8 @@ class Learner:
 class Sharding(Protocol):
     """How one mini-batch is split over processes and how their results are combined."""
 
-    def micro_batches(self, part: list[Sample], max_tokens: int, pad_id: int
-                      ) -> list[tuple[MicroBatch, float]]:
+    def micro_batches(self, part: list[Sample], max_tokens: int, pad_id: int, *,
+                      pack: bool = False) -> list[tuple[MicroBatch, float]]:
         """This process's micro-batches of ``part``, each with its loss scale (0 = filler)."""
         ...
 
@@ -103,10 +103,10 @@ class Sharding(Protocol):
 class OneProcess:
     """The :class:`Sharding` of a single process: every micro-batch here, nothing to reduce."""
 
-    def micro_batches(self, part: list[Sample], max_tokens: int, pad_id: int
-                      ) -> list[tuple[MicroBatch, float]]:
-        """All micro-batches of ``part``, scale 1."""
-        return [(mb, 1.0) for mb in micro_batches(part, max_tokens, pad_id)]
+    def micro_batches(self, part: list[Sample], max_tokens: int, pad_id: int, *,
+                      pack: bool = False) -> list[tuple[MicroBatch, float]]:
+        """All micro-batches of ``part`` (budgeted by packed tokens with ``pack``), scale 1."""
+        return [(mb, 1.0) for mb in micro_batches(part, max_tokens, pad_id, pack=pack)]
 
     def sum_losses(self, total: float) -> float:
         """``total`` itself."""
@@ -122,7 +122,8 @@ class OneProcess:
         return proximal_logprobs(learner.model, samples,
                                  budget=config.optim.max_tokens_per_micro_batch,
                                  pad_id=learner.pad_token_id, device=learner.device,
-                                 temperature=config.temperature)
+                                 temperature=config.temperature,
+                                 pack=config.optim.pack_prefixes)
 
 
 ONE_PROCESS = OneProcess()
@@ -163,7 +164,8 @@ def ppo_update(learner: Learner, samples: Sequence[Sample], config: UpdateConfig
             total = 0.0
             for mb, scale in sharding.micro_batches([shuffled[i] for i in part],
                                                     optim.max_tokens_per_micro_batch,
-                                                    learner.pad_token_id):
+                                                    learner.pad_token_id,
+                                                    pack=optim.pack_prefixes):
                 loss, mb_stats = micro_batch_loss(learner, mb.to(learner.device), config)
                 (loss if scale == 1.0 else loss * scale).backward()
                 if scale:  # a zero-scale filler only keeps the ranks' collectives in step
@@ -182,14 +184,15 @@ def micro_batch_loss(learner: Learner, mb: MicroBatch, config: UpdateConfig
                      ) -> tuple[torch.Tensor, LossStats]:
     """The PPO-clip loss of one micro-batch (already on the learner's device)."""
     cfg = config.loss
-    logprobs, entropy = token_logprobs(learner.model, mb.input_ids, mb.attention_mask,
-                                       config.temperature, with_entropy=cfg.entropy_coef > 0,
-                                       mask=mb.loss_mask)
+    score = packed_token_logprobs if config.optim.pack_prefixes else token_logprobs
+    logprobs, entropy = score(learner.model, mb.input_ids, mb.attention_mask,
+                              config.temperature, with_entropy=cfg.entropy_coef > 0,
+                              mask=mb.loss_mask)
     ref = None
-    if learner.reference is not None:
+    if learner.reference is not None:  # None at KL weight 0: no second model in memory
         with torch.no_grad():
-            ref, _ = token_logprobs(learner.reference, mb.input_ids, mb.attention_mask,
-                                    config.temperature, mask=mb.loss_mask)
+            ref, _ = score(learner.reference, mb.input_ids, mb.attention_mask,
+                           config.temperature, mask=mb.loss_mask)
     return ppo_clip_loss(logprobs, mb.old_logprobs, mb.advantages, mb.loss_mask,
                          clip_low=cfg.clip_low, clip_high=cfg.clip_high,
                          aggregation=cfg.aggregation, normalizer=mb.normalizer(cfg.aggregation),
@@ -199,8 +202,8 @@ def micro_batch_loss(learner: Learner, mb: MicroBatch, config: UpdateConfig
 
 @torch.no_grad()
 def proximal_logprobs(model: torch.nn.Module, samples: Sequence[Sample], *, budget: int,
-                      pad_id: int, device: torch.device | str, temperature: float
-                      ) -> list[Sample]:
+                      pad_id: int, device: torch.device | str, temperature: float,
+                      pack: bool = False) -> list[Sample]:
     """The samples with completion log-probs of ``model``'s current weights (π_prox).
 
     Batched by token budget and scored on completion positions only (the model is asked for
@@ -213,12 +216,13 @@ def proximal_logprobs(model: torch.nn.Module, samples: Sequence[Sample], *, budg
         pad_id: Padding id.
         device: Where the micro-batches go.
         temperature: The sampling temperature.
+        pack: Run shared prefixes once (:func:`packed_token_logprobs`).
     """
     out = list(samples)
-    for mb in micro_batches(list(samples), budget, pad_id):
+    score = packed_token_logprobs if pack else token_logprobs
+    for mb in micro_batches(list(samples), budget, pad_id, pack=pack):
         mb = mb.to(device)
-        logp, _ = token_logprobs(model, mb.input_ids, mb.attention_mask, temperature,
-                                 mask=mb.loss_mask)
+        logp, _ = score(model, mb.input_ids, mb.attention_mask, temperature, mask=mb.loss_mask)
         for row, i in enumerate(mb.sample_indices):
             s = samples[i]  # completion token k is the target of column P + k - 1
             out[i] = replace(s, completion_logprobs=tuple(
