@@ -24,14 +24,16 @@ the episode term came from ``compute_grpo_outcome_advantage``, whose statistics
 
 from __future__ import annotations
 
+import doctest
 import json
+from dataclasses import fields
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from agentgym.errors import ConfigError
-from agentgym.trainers.advantages import get_estimator
+from agentgym.trainers.advantages import get_estimator, options_class, presets
 from agentgym.types import Group, Message, Step, StepResult, Trajectory
 
 DATA = json.loads((Path(__file__).parent / "data" / "verl_agent_reference.json").read_text())
@@ -106,3 +108,21 @@ def test_default_placement_differs_from_verl_agents_by_the_invalid_share():
         share = sum(not s.valid for s in steps) / len(steps)
         for t in grp.trajectories:
             np.testing.assert_allclose(verl[t.id] - own[t.id], 0.1 * share, atol=1e-12)
+
+
+def test_preset_holds_the_options_the_parity_cases_use():
+    assert doctest.testmod(presets).failed == 0
+    checked = 0
+    for case in DATA["cases"] + DATA["gigpo_cases"]:
+        name, o = case["estimator"], case["options"]
+        preset = presets.verl_agent_compat(name, invalid_penalty=o["invalid_penalty"])
+        full = {f.name: getattr(options_class(name)(**o), f.name)
+                for f in fields(options_class(name))}
+        if full == {f.name: getattr(options_class(name)(**preset), f.name)
+                    for f in fields(options_class(name))}:  # the case is the preset
+            check({**case, "options": preset}, GIGPO_GROUPS if name == "gigpo" else GROUPS)
+            checked += 1
+    assert checked == 6  # grpo, rloo, gigpo; λ = 0.1 and 0
+    assert presets.verl_agent_compat("hgpo")["gamma"] == 0.95
+    with pytest.raises(ConfigError, match="did you mean 'rloo'"):
+        presets.verl_agent_compat("rlo")
