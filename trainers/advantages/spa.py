@@ -17,7 +17,9 @@ Choices, and what we do:
 - **Invalid-action penalty** λ defaults to 0 here: β·g_t already rewards valid actions, and
   a second penalty would count the same event twice. When set, it is step-local (spec §0).
 - **Whitening** is over every step of every scorable trajectory of the batch, not per
-  group: SPA has no group baseline, so a group of one rollout still trains. Std is the
+  group: SPA has no group baseline, so the estimator gives a lone rollout values too; the
+  training loop (``trainers.loop``) still drops groups with fewer than 2 scorable rollouts
+  for every estimator, so such a rollout does not train there. Std is the
   unbiased one (n − 1, as verl's ``masked_whiten``) plus ε = 1e-6; a batch of fewer than 2
   steps gives zeros.
 - **Outcome reward** does not enter r_t: it reaches the policy only through ĉ (Σ_t ĉ_t ≈ R
@@ -27,8 +29,9 @@ Choices, and what we do:
   ĉ_t of trajectory i with the leave-one-out outcome advantage c_i = R_i − mean_{j≠i} R_j
   (R_i when alone in its group) and weights step k of n by (n − 1 − k). We take the step
   value v_k = (n − 1 − k)·c_i + β·g_k − λ·1[¬valid_k] and whiten it over the batch (no
-  further return-to-go: the weighting plays that part). The trainer that applies the
-  weighting is not in the public snapshot we read, so this is our reading of it.
+  further return-to-go: the weighting plays that part). The released trainer is public
+  (SPA-RL-Agent, ``ppo/step_ppotrainer.py``) and its ablation weights the whole step score,
+  not only the progress term; this variant weights c_i alone and is not yet matched to it.
 """
 
 from __future__ import annotations
