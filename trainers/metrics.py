@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from agentgym.evaluation.metrics import succeeded
+from agentgym.evaluation.metrics import read_metrics, succeeded
 from agentgym.types import Group, Trajectory
 
 __all__ = ["MetricsLog", "is_zero_variance", "read_metrics", "rollout_metrics", "succeeded",
@@ -79,9 +79,3 @@ class MetricsLog:
         """Close TensorBoard files."""
         if self.writer is not None:
             self.writer.close()
-
-
-def read_metrics(run_dir: Path) -> list[dict[str, float]]:
-    """Every logged step of a run, in order."""
-    path = Path(run_dir) / "metrics.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

@@ -7,8 +7,10 @@ step, else a positive outcome reward (:func:`succeeded`; the trainers use the sa
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from agentgym.evaluation.passk import mean_avg_at_k, mean_pass_at_k
@@ -101,3 +103,13 @@ def summarize_by_entry(trajs: Sequence[Trajectory], labels: Sequence[str], k: in
     out = {label: summarize(ts, k) for label, ts in by_entry.items()}
     out["overall"] = summarize(trajs, k)
     return out
+
+
+def read_metrics(run_dir: str | Path) -> list[dict[str, float]]:
+    """Every logged step of a training run (its ``metrics.jsonl``), in order.
+
+    The file is written by the trainer's metrics log; reading it lives here so that reports
+    and the CLI can plot a run without importing the trainer.
+    """
+    path = Path(run_dir) / "metrics.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from agentgym.errors import MissingExtraError
+from agentgym.evaluation.metrics import read_metrics
 from agentgym.files import atomic_write
 
 COLUMNS = (("episodes", "episodes", "d"), ("success", "success_rate", "%"),
@@ -193,8 +194,6 @@ def curve_from_metrics(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[tupl
 
 def learning_curve_from_run(run_dir: str | Path, path: str | Path) -> Path:
     """Plot the evaluations logged in a training run's ``metrics.jsonl``."""
-    from agentgym.trainers.metrics import read_metrics
-
     run_dir = Path(run_dir)
     if not (run_dir / "metrics.jsonl").exists():
         raise FileNotFoundError(f"no metrics.jsonl in {run_dir}; pass a training run_dir")
