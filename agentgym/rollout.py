@@ -24,7 +24,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Protocol, TypeVar
+from typing import Protocol, TypeVar, runtime_checkable
 
 from agentgym.context import (
     Context,
@@ -70,11 +70,43 @@ class SummaryTurn:
     valid: bool
 
 
+@runtime_checkable
+class SummarizingEpisode(AgentEpisode, Protocol):
+    """An episode that can write SUPO summary turns (:class:`LMAgent`'s episodes).
+
+    The engine asks for one after every env step that does not end the episode.
+    """
+
+    async def summarize(self) -> SummaryTurn | None:
+        """A summary turn when the working context is full, else None.
+
+        Raises:
+            SummaryLimitReached: The context is full and S summaries were made already.
+            ContextLimitExceeded: The summary prompt itself does not fit.
+        """
+        ...
+
+
 class Agent(Protocol):
     """Starts episodes."""
 
     def start(self, prompt: Sequence[Message], env: Env) -> AgentEpisode:
         """Begin an episode whose reset returned ``prompt``."""
+        ...
+
+
+@runtime_checkable
+class ContextAgent(Agent, Protocol):
+    """An agent whose prompts a :class:`~agentgym.context.ContextConfig` builds.
+
+    The engine enforces the config's H (``max_calls``, SUPO) and records its K (``window``,
+    read by HGPO) in the trajectory metrics; agents without a context (random, scripted)
+    have neither.
+    """
+
+    @property
+    def context(self) -> ContextConfig:
+        """How this agent's prompts are built."""
         ...
 
 
@@ -219,6 +251,7 @@ async def run_episode(env: Env, agent: Agent, *, seed: int | None, group_id: str
     status, metrics = "truncated", dict[str, float]()
     episode_limit = asyncio.timeout(config.episode_timeout)
     step_s = config.step_timeout
+    context = agent.context if isinstance(agent, ContextAgent) else None
     try:
         async with episode_limit:
             observation, info = await _within(step_s, "env.reset()", env.reset(seed=seed))
@@ -227,7 +260,7 @@ async def run_episode(env: Env, agent: Agent, *, seed: int | None, group_id: str
             episode, key = agent.start(prompt, env), info.get("state_key")
             # H (SUPO): a cap on policy calls (= steps, summaries included); None outside
             # summarize mode.
-            max_calls = getattr(getattr(agent, "context", None), "max_calls", None)
+            max_calls = context.max_calls if context is not None else None
             for _ in range(config.max_steps):
                 if max_calls is not None and len(steps) >= max_calls:
                     metrics.update(overlong=1.0, stopped_by_max_calls=1.0)
@@ -260,9 +293,8 @@ async def run_episode(env: Env, agent: Agent, *, seed: int | None, group_id: str
                           error=f"{type(exc).__name__}: {exc}", env_id=env_id, seed=seed,
                           tools=tuple(env.tools), metrics={"wall_s": time.perf_counter() - start})
     metrics["wall_s"] = time.perf_counter() - start
-    window = getattr(getattr(agent, "context", None), "window", None)
-    if window is not None:  # HGPO reads the K the prompts were built with
-        metrics["history_length"] = float(window)
+    if context is not None and context.window is not None:  # HGPO reads the K of the prompts
+        metrics["history_length"] = float(context.window)
     return Trajectory(traj_id, task_id, group_id, prompt, tuple(steps), status=status,
                       env_id=env_id, seed=seed, tools=tuple(env.tools),
                       metrics=metrics).with_outcome()
@@ -275,9 +307,10 @@ async def _summarize(episode: AgentEpisode, index: int) -> tuple[list[Step], dic
         The summary step (or none), and the metrics that stop the episode when the context
         is full and no summary is left (empty otherwise).
     """
-    summarize = getattr(episode, "summarize", None)
+    if not isinstance(episode, SummarizingEpisode):
+        return [], {}
     try:
-        turn = await summarize() if summarize is not None else None
+        turn = await episode.summarize()
     except (SummaryLimitReached, ContextLimitExceeded) as exc:
         reason = "stopped_by_max_summaries" if isinstance(exc, SummaryLimitReached) \
             else "truncated_by_context"

@@ -13,14 +13,16 @@ from dataclasses import replace
 from typing import Any
 
 from agentgym.env import Env
+from agentgym.rollout import ContextAgent
 from agentgym.types import Message, StepTokens
 
 
 class VersionedAgent:
     """Wraps an :class:`~agentgym.rollout.LMAgent` so each step records its policy version.
 
-    Attribute reads (``context``, ``policy``, ``sampling``) go to the wrapped agent, so
-    :func:`~agentgym.rollout.run_episode` sees the same agent it would otherwise.
+    Attribute reads (``policy``, ``sampling``) go to the wrapped agent, and a wrapped
+    :class:`~agentgym.rollout.ContextAgent`'s ``context`` is this agent's too, so
+    :func:`~agentgym.rollout.run_episode` enforces the same H and records the same K.
 
     Args:
         agent: The LM agent (its episodes expose the last :class:`Completion` as ``last``).
@@ -28,6 +30,10 @@ class VersionedAgent:
 
     def __init__(self, agent: Any) -> None:
         self.agent = agent
+        if isinstance(agent, ContextAgent):
+            # Declared here, not only forwarded, so the engine's protocol check sees it
+            # (isinstance on a protocol does not consult __getattr__ from Python 3.12 on).
+            self.context = agent.context
 
     def start(self, prompt: Sequence[Message], env: Env) -> _VersionedEpisode:
         """Start the wrapped agent's episode."""
