@@ -402,7 +402,7 @@ from agentgym.trainers.progress_cli import app as progress_app  # noqa: E402  (S
 
 app.add_typer(progress_app, name="progress")
 
-from agentgym.sandboxes.image import app as sandbox_app  # noqa: E402  (docker imported lazily)
+from agentgym.sandboxes.cli import app as sandbox_app  # noqa: E402  (docker imported lazily)
 
 app.add_typer(sandbox_app, name="sandbox")
 

@@ -79,3 +79,33 @@ class Sandbox(Protocol):
     async def aclose(self) -> None:
         """Release the sandbox (remove the container / kill the processes). Idempotent."""
         ...
+
+
+# ``git diff`` of the working tree with untracked files, through a throwaway index so the
+# agent's own staging is left alone. `cp -p` keeps the index's mtime, which git needs to
+# spot "racily clean" files (rewritten within the same timestamp tick as the last commit).
+DIFF_SCRIPT = (
+    'tmp=$(mktemp) && trap \'rm -f "$tmp"\' EXIT && '
+    '{ cp -p .git/index "$tmp" 2>/dev/null || true; } && '
+    'GIT_INDEX_FILE="$tmp" git add -A . >/dev/null 2>&1 && '
+    'GIT_INDEX_FILE="$tmp" git diff --cached --binary --no-color --no-ext-diff HEAD'
+)
+
+
+async def git_diff(sandbox: Sandbox, workdir: str) -> str:
+    """``git diff`` of the working tree at ``workdir`` against HEAD, untracked files included.
+
+    The one implementation behind every provider's ``diff``: it needs only ``exec``.
+
+    Args:
+        sandbox: The sandbox to run git in.
+        workdir: The repository's directory inside the sandbox.
+
+    Raises:
+        SandboxError: git failed (not a repository, no HEAD, ...).
+    """
+    result = await sandbox.exec(DIFF_SCRIPT, timeout=60, workdir=workdir)
+    if not result.ok:
+        raise SandboxError(f"git diff failed in {workdir} (exit "
+                           f"{result.exit_code}): {result.stderr.strip()[:500]}")
+    return result.stdout

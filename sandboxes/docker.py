@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from agentgym.errors import ConfigError
-from agentgym.sandboxes.base import ExecResult, SandboxError
+from agentgym.sandboxes.base import ExecResult, SandboxError, git_diff
 from agentgym.sandboxes.engine import (
     LABEL,
     OWNER_LABEL,
@@ -58,7 +58,7 @@ from agentgym.sandboxes.engine import (
 )
 from agentgym.sandboxes.engine import client as make_client
 from agentgym.sandboxes.image import DEFAULT_IMAGE
-from agentgym.sandboxes.local import DIFF_SCRIPT, GIT_IDENTITY
+from agentgym.sandboxes.local import GIT_IDENTITY
 
 KILL_AFTER_BYTES = 64 * 2**20  # a command still writing past this is killed
 # PID 1: ignores every catchable signal (children inherit the ignore, so ``pkill sleep``
@@ -363,11 +363,7 @@ class DockerSandbox:
 
     async def diff(self, workdir: str | None = None) -> str:
         """``git diff`` of the working tree against HEAD, untracked files included."""
-        result = await self.exec(DIFF_SCRIPT, timeout=60, workdir=workdir)
-        if not result.ok:
-            raise SandboxError(f"git diff failed in {workdir or self.workdir} (exit "
-                               f"{result.exit_code}): {result.stderr.strip()[:500]}")
-        return result.stdout
+        return await git_diff(self, workdir or self.workdir)
 
     def _check_open(self) -> None:
         if self._closed:

@@ -9,7 +9,7 @@ Two ways to build it (both tag the result with a recipe hash, so a stale image i
 - **from a base image** (``--from python:3.11-slim``, when a registry is reachable): a
   two-line Dockerfile that apt-installs the same tools and adds the user.
 
-CLI: ``agentgym sandbox build-image [--name NAME] [--from BASE]``.
+CLI (:mod:`agentgym.sandboxes.cli`): ``agentgym sandbox build-image [--name NAME] [--from BASE]``.
 """
 
 from __future__ import annotations
@@ -25,9 +25,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Annotated, Any
-
-import typer
+from typing import Any
 
 SUITE = "bookworm"
 PACKAGES = ("python3-minimal", "python3", "python3-pytest", "git", "patch", "procps")
@@ -64,7 +62,8 @@ def image_ready(client: Any, name: str = DEFAULT_IMAGE, base: str | None = None)
 
 
 @contextlib.contextmanager
-def _build_lock(client: Any) -> Iterator[None]:
+def build_lock(client: Any) -> Iterator[None]:
+    """Hold the machine-wide image-build lock (concurrent test runs build once)."""
     from agentgym.sandboxes.engine import default_root
 
     root = default_root()
@@ -79,7 +78,7 @@ def ensure_image(client: Any, name: str = DEFAULT_IMAGE, *, base: str | None = N
     """Build ``name`` unless an up-to-date one exists; returns the name."""
     if image_ready(client, name, base):
         return name
-    with _build_lock(client):
+    with build_lock(client):
         if not image_ready(client, name, base):
             build_image(client, name, base=base, log=log)
     return name
@@ -207,54 +206,3 @@ def _docker() -> Any:
     from agentgym.sandboxes.engine import docker_module
 
     return docker_module()
-
-
-# -- CLI: ``agentgym sandbox ...`` ---------------------------------------------------
-app = typer.Typer(help="Docker sandboxes: build the base image, run or stop a private engine.",
-                  no_args_is_help=True)
-
-
-@app.command("build-image")
-def build_image_cmd(
-    name: Annotated[str, typer.Option(help="Image name to create.")] = DEFAULT_IMAGE,
-    base: Annotated[str | None, typer.Option(
-        "--from", help="Build FROM this Debian/Ubuntu image (needs a registry).")] = None,
-    force: Annotated[bool, typer.Option(help="Rebuild even when up to date.")] = False,
-) -> None:
-    """Build the Python + git + pytest sandbox image locally (debootstrap, no registry)."""
-    from agentgym.sandboxes.engine import client, engine_lease
-
-    with engine_lease() as url:
-        c = client(url)
-        if not force and image_ready(c, name, base):
-            typer.echo(f"{name} is up to date (recipe {recipe(base)}) in the engine at {url}")
-            return
-        with _build_lock(c):
-            build_image(c, name, base=base, log=typer.echo)
-        typer.echo(f"{name} is ready in the engine at {url}")
-
-
-@app.command()
-def engine(
-    stop: Annotated[bool, typer.Option(help="Stop the private engine instead.")] = False,
-) -> None:
-    """Start the private Docker engine (or say which engine is in use) and print DOCKER_HOST."""
-    from agentgym.sandboxes.engine import find_engine, start_engine, stop_engine
-
-    if stop:
-        typer.echo("stopped" if stop_engine() else "no private engine was running")
-        return
-    url = find_engine() or start_engine()
-    typer.echo(f"export DOCKER_HOST={url}")
-
-
-@app.command("sweep")
-def sweep_cmd() -> None:
-    """Remove sandbox containers left behind by processes that are gone."""
-    from agentgym.sandboxes.engine import client, find_engine, sweep
-
-    url = find_engine()
-    if url is None:
-        typer.echo("no Docker engine is reachable")
-        raise typer.Exit(1)
-    typer.echo(f"removed {sweep(client(url))} leftover sandbox container(s)")

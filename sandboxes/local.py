@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentgym.errors import ConfigError
-from agentgym.sandboxes.base import ExecResult, SandboxError
+from agentgym.sandboxes.base import ExecResult, SandboxError, git_diff
 
 # A fixed author and date make commits (and so diffs and state keys) reproducible.
 GIT_IDENTITY = {
@@ -47,16 +47,6 @@ GIT_IDENTITY = {
     "GIT_COMMITTER_NAME": "agentgym", "GIT_COMMITTER_EMAIL": "agentgym@localhost",
     "GIT_AUTHOR_DATE": "2000-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2000-01-01T00:00:00Z",
 }
-# ``git diff`` of the working tree with untracked files, through a throwaway index so the
-# agent's own staging is left alone. `cp -p` keeps the index's mtime, which git needs to
-# spot "racily clean" files (rewritten within the same timestamp tick as the last commit).
-DIFF_SCRIPT = (
-    'tmp=$(mktemp) && trap \'rm -f "$tmp"\' EXIT && '
-    '{ cp -p .git/index "$tmp" 2>/dev/null || true; } && '
-    'GIT_INDEX_FILE="$tmp" git add -A . >/dev/null 2>&1 && '
-    'GIT_INDEX_FILE="$tmp" git diff --cached --binary --no-color --no-ext-diff HEAD'
-)
-
 
 @dataclass(frozen=True)
 class LocalLimits:
@@ -240,11 +230,7 @@ class LocalSandbox:
 
     async def diff(self, workdir: str | None = None) -> str:
         """``git diff`` of the working tree against HEAD, untracked files included."""
-        result = await self.exec(DIFF_SCRIPT, timeout=60, workdir=workdir)
-        if not result.ok:
-            raise SandboxError(f"git diff failed in {workdir or self.workdir} (exit "
-                               f"{result.exit_code}): {result.stderr.strip()[:500]}")
-        return result.stdout
+        return await git_diff(self, workdir or self.workdir)
 
     # -- lifetime ---------------------------------------------------------------------
     async def aclose(self) -> None:
