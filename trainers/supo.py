@@ -50,7 +50,8 @@ class SUPOOptions:
     """How summarized rollouts are trained (used when ``rollout.context`` is ``summarize``)."""
 
     overlong_mask: bool = True
-    """Rollouts stopped by H, S or the context limit get no gradient (still in the stats)."""
+    """Rollouts cut off without an answer (H, S, the context limit, the env's turn limit,
+    the engine's step cap) get no gradient (still in the stats)."""
     step_level: Literal["error", "per_step"] = "error"
     """With a step-level estimator: ``error`` refuses the run; ``per_step`` gives each turn
     of a packed sequence its own step advantage (docs/supo.md)."""
@@ -75,9 +76,13 @@ def check_estimator(name: str, options: SUPOOptions) -> None:
 
 
 def is_overlong(traj: Trajectory) -> bool:
-    """Whether the rollout was cut off by H, S or the context limit (no final answer)."""
-    m = traj.metrics
-    return traj.status == "truncated" and bool(m.get("overlong") or m.get("truncated_by_context"))
+    """Whether the rollout was cut off without a final answer.
+
+    Every truncated ending counts: H, S, the context limit, the env's own turn limit
+    (``truncated`` from ``env.step``) and the rollout engine's step cap
+    (``RolloutConfig.max_steps``); none of them reached an answer the outcome could score.
+    """
+    return traj.status == "truncated"
 
 
 def working_contexts(traj: Trajectory) -> list[list[Step]]:

@@ -18,11 +18,12 @@ from agentgym.trainers.config import TrainConfig, from_dict
 from agentgym.trainers.supo import (
     SUPOOptions,
     check_estimator,
+    is_overlong,
     supo_metrics,
     supo_samples,
     working_contexts,
 )
-from agentgym.types import Group
+from agentgym.types import Group, Trajectory
 
 SEED = 1
 # Small logs (4 pages a file) keep the reading plan short; no env turn limit in the way.
@@ -187,3 +188,16 @@ def test_train_loop_with_summarize_logs_supo_metrics(tmp_path, tiny_model_dir):
         build(from_dict(TrainConfig, {**json.loads(json.dumps({
             "run_dir": str(tmp_path / "run2"), "model": {"path": str(tiny_model_dir)},
             "rollout": {"context": "summarize"}, "algorithm": {"estimator": "gigpo"}}))}))
+
+
+@pytest.mark.parametrize(("status", "metrics", "overlong"), [
+    ("truncated", {"overlong": 1.0}, True),  # H
+    ("truncated", {"truncated_by_context": 1.0}, True),  # the context limit
+    ("truncated", {}, True),  # the env's turn limit, or the engine's step cap
+    ("terminated", {}, False),
+    ("error", {"overlong": 1.0}, False),
+])
+def test_every_truncated_ending_is_overlong(status, metrics, overlong):
+    traj = Trajectory("t", "task", "task", (), (), status=status, metrics=metrics,
+                      error="boom" if status == "error" else None)
+    assert is_overlong(traj) is overlong
