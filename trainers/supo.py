@@ -52,6 +52,11 @@ class SUPOOptions:
     overlong_mask: bool = True
     """Rollouts cut off without an answer (H, S, the context limit, the env's turn limit,
     the engine's step cap) get no gradient (still in the stats)."""
+    mask_rescored: bool = False
+    """With G-RA/D-RA rewards (``algorithm.reward_accumulation``), whether overlong masking
+    still applies. False (default): a rescored rollout that never submitted is trained, so
+    the no-submit penalty, the signal the gate is there to give, reaches the policy; True
+    masks it as without rewards."""
     step_level: Literal["error", "per_step"] = "error"
     """With a step-level estimator: ``error`` refuses the run; ``per_step`` gives each turn
     of a packed sequence its own step advantage (docs/supo.md)."""
@@ -83,6 +88,11 @@ def is_overlong(traj: Trajectory) -> bool:
     (``RolloutConfig.max_steps``); none of them reached an answer the outcome could score.
     """
     return traj.status == "truncated"
+
+
+def is_rescored(traj: Trajectory) -> bool:
+    """Whether ``trainers.rewards.rescore_groups`` wrote this rollout's rewards (G-RA/D-RA)."""
+    return any(k.startswith("reward/gate_") for k in traj.metrics)
 
 
 def working_contexts(traj: Trajectory) -> list[list[Step]]:
@@ -169,7 +179,8 @@ def supo_samples(groups: Iterable[Group], advantages: Mapping[str, np.ndarray],
                 raise TrainingDataError(
                     f"rollout {traj.id!r} needs {len(traj.steps)} finite step advantages, got "
                     f"{adv.tolist()!r}; compute them with an estimator over the same groups")
-            if options.overlong_mask and is_overlong(traj):
+            if options.overlong_mask and is_overlong(traj) and (
+                    options.mask_rescored or not is_rescored(traj)):
                 continue
             by_index = {s.index: float(a) for s, a in zip(traj.steps, adv, strict=True)}
             for part in working_contexts(traj):

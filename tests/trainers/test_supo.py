@@ -15,6 +15,7 @@ from agentgym.rollout import LMAgent, run_episode
 from agentgym.trainers.advantages import get_estimator
 from agentgym.trainers.batching import micro_batches
 from agentgym.trainers.config import TrainConfig, from_dict
+from agentgym.trainers.rewards import rescore_groups, swe_components
 from agentgym.trainers.supo import (
     SUPOOptions,
     check_estimator,
@@ -201,3 +202,19 @@ def test_every_truncated_ending_is_overlong(status, metrics, overlong):
     traj = Trajectory("t", "task", "task", (), (), status=status, metrics=metrics,
                       error="boom" if status == "error" else None)
     assert is_overlong(traj) is overlong
+
+
+def test_rescored_rollouts_that_never_submitted_train_unless_masked(group):
+    # G-RA's no-submit penalty is the signal for a rollout cut off without an answer: the
+    # default trains it; mask_rescored=True keeps SUPO's overlong mask over it.
+    _, _, cut = group.trajectories
+    (rescored,) = rescore_groups([group], swe_components(label=lambda t: (
+        "no_submit" if t.id == cut.id else "resolved")))
+    advantages = get_estimator("grpo", invalid_penalty=0.0)([rescored])
+    assert advantages[cut.id][-1] < 0  # the penalty reaches it
+    trained = {s.traj_id for s in supo_samples([rescored], advantages)}
+    masked = {s.traj_id for s in supo_samples([rescored], advantages,
+                                              SUPOOptions(mask_rescored=True))}
+    assert cut.id in trained and cut.id not in masked
+    assert cut.id not in {s.traj_id for s in supo_samples([group], get_estimator("grpo")(
+        [group]))}  # without rewards: masked as before
