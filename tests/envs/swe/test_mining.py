@@ -171,8 +171,8 @@ RECIPES = load_recipes()
 
 def test_shipped_set_size_and_packages():
     per_package = Counter(t.instance_id.split("__")[0] for t in REAL)
-    assert len(REAL) >= 280, per_package
-    assert len(per_package) >= 9, per_package
+    assert len(REAL) >= 300, per_package
+    assert len(per_package) >= 10, per_package
     assert all(n >= 15 for n in per_package.values()), per_package
 
 
