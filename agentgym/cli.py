@@ -16,7 +16,8 @@ from rich.console import Console
 from rich.table import Table
 
 import agentgym
-from agentgym.errors import AgentGymError, SchemaError
+from agentgym.errors import AgentGymError, ConfigError, SchemaError
+from agentgym.files import same_file
 from agentgym.policies.limits import REMOTE_STEP_TIMEOUT, default_timeouts
 
 app = typer.Typer(help="Train and evaluate LLM agents in multi-turn environments.",
@@ -327,6 +328,12 @@ def train(
     from agentgym.trainers.config import load_config
 
     cfg = load_config(config, overrides or [])
+    own = Path(cfg.run_dir) / "config.yaml"
+    if config is not None and same_file(config, own) and load_config(config) != cfg:
+        raise ConfigError(
+            f"{str(config)!r} is the run's own resolved config, which train rewrites with the "
+            "overrides applied; that would destroy the input. Copy it elsewhere and train from "
+            "the copy, or set run_dir to a new folder")
     from agentgym.trainers.loop import train as run_training  # imports torch
 
     try:

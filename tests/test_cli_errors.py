@@ -94,6 +94,22 @@ def test_view_refuses_to_overwrite_its_input(files, monkeypatch, capsys):
     assert code != 0 and source.read_text() == "{}\n"
 
 
+def test_train_never_rewrites_the_config_it_reads(tmp_path, monkeypatch, capsys):
+    """A run's own config.yaml as CONFIG: kept byte for byte; with overrides, refused."""
+    from agentgym.trainers.config import load_config, save_config
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    own = run_dir / "config.yaml"
+    save_config(load_config(None, [f"run_dir={run_dir}"]), own)
+    before = own.read_bytes()
+    save_config(load_config(own), own)  # what train does on `train RUN/config.yaml --resume`
+    assert own.read_bytes() == before
+    code, output = run(monkeypatch, capsys, "train", str(own), "optim.lr=0.5")
+    assert code != 0 and "the run's own resolved config" in " ".join(output.split()), output
+    assert own.read_bytes() == before
+
+
 def test_a_bug_still_shows_its_traceback(monkeypatch, capsys):
     """Only input mistakes are turned into messages; anything else stays a traceback."""
     monkeypatch.setattr(sys, "argv", ["agentgym", "envs"])

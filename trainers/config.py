@@ -22,6 +22,7 @@ import yaml
 from agentgym.context import SummarizeConfig
 from agentgym.engines.config import RayConfig
 from agentgym.errors import ConfigError, did_you_mean
+from agentgym.files import atomic_write
 from agentgym.trainers.supo import SUPOOptions
 
 
@@ -457,5 +458,9 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
 
 
 def save_config(config: TrainConfig, path: str | Path) -> None:
-    """Write the resolved config as YAML."""
-    Path(path).write_text(yaml.safe_dump(to_dict(config), sort_keys=False), encoding="utf-8")
+    """Write the resolved config as YAML, atomically; a file that already says it is kept."""
+    text = yaml.safe_dump(to_dict(config), sort_keys=False)
+    path = Path(path)
+    if path.is_file() and path.read_text(encoding="utf-8") == text:
+        return  # e.g. `train RUN/config.yaml --resume`: the input stays byte for byte
+    atomic_write(path, text)
