@@ -10,6 +10,7 @@ matplotlib is imported inside the plotting functions only (``pip install 'agentg
 
 from __future__ import annotations
 
+import io
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -152,9 +153,7 @@ def plot_success(results: Mapping[str, Any], path: str | Path) -> Path:
     ax.set_ylabel("success rate")
     ax.set_title(f"{results.get('suite_tag', '')} · {results.get('policy', '')} (95% Wilson)")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return Path(path)
+    return _save_figure(plt, fig, path)
 
 
 def plot_learning_curve(series: Mapping[str, Sequence[tuple[float, float]]], path: str | Path,
@@ -175,9 +174,7 @@ def plot_learning_curve(series: Mapping[str, Sequence[tuple[float, float]]], pat
     ax.set_title(title)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return Path(path)
+    return _save_figure(plt, fig, path)
 
 
 def curve_from_metrics(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[tuple[float, float]]]:
@@ -216,3 +213,11 @@ def learning_curve_from_evals(evals: Sequence[tuple[float, Mapping[str, Any]]],
                 series.setdefault(name, []).append((x, m["success_rate"]))
     return plot_learning_curve(series, path, title="success per checkpoint",
                                xlabel="checkpoint")
+
+
+def _save_figure(plt: Any, fig: Any, path: str | Path) -> Path:
+    """PNG bytes rendered in memory, then written atomically (no half-written plot)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    plt.close(fig)
+    return atomic_write(path, buf.getvalue())

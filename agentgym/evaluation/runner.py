@@ -222,8 +222,8 @@ def evaluate(config: EvalConfig, out_dir: str | Path, *, log: Callable[[str], No
     previous, start = _previous_wall(out_dir), time.perf_counter()
 
     def clock() -> None:  # wall time so far, kept on disk: an interrupted run still counts
-        (out_dir / TIMING_FILE).write_text(json.dumps(
-            {"wall_s": previous + time.perf_counter() - start}), encoding="utf-8")
+        atomic_write(out_dir / TIMING_FILE, json.dumps(
+            {"wall_s": previous + time.perf_counter() - start}))
 
     trajs = asyncio.run(_run_with_policy(suite, agent, out_dir, config, total, progress,
                                          clock))

@@ -17,6 +17,7 @@ from typing import Any
 from agentgym.evaluation.metrics import summarize_by_entry
 from agentgym.evaluation.runner import run_suite
 from agentgym.evaluation.suites import get_suite
+from agentgym.files import atomic_write
 
 LOGGED = ("success_rate", "mean_reward", "invalid_action_rate", "error_rate")
 
@@ -46,8 +47,8 @@ async def evaluate_suite(config: Any, policy: Any, step: int) -> dict[str, float
     trajs = await run_suite(suite, LMAgent(policy, context, sampling), out_dir,
                             concurrency=rollout.concurrency, step_timeout=rollout.step_timeout)
     metrics = summarize_by_entry(trajs, [e.name for e in suite.entries])
-    (out_dir / "metrics.json").write_text(json.dumps(
-        {"suite": suite.to_dict(), "step": step, "metrics": metrics}, indent=2), encoding="utf-8")
+    atomic_write(out_dir / "metrics.json", json.dumps(
+        {"suite": suite.to_dict(), "step": step, "metrics": metrics}, indent=2))
     out: dict[str, float] = {}
     for name, m in metrics.items():
         prefix = f"eval/{suite.name}" if name == "overall" else f"eval/{suite.name}/{name}"

@@ -21,6 +21,7 @@ from typing import Annotated, Any
 import typer
 
 from agentgym.envs.swe.mining.recipe import REAL_DIR, PackageRecipe, load_recipes
+from agentgym.files import atomic_write
 
 app = typer.Typer(help="SWE tasks from real packages: mine them, build their images.",
                   no_args_is_help=True)
@@ -28,9 +29,8 @@ app = typer.Typer(help="SWE tasks from real packages: mine them, build their ima
 
 def write_instances(path: Path, instances: list[dict[str, Any]]) -> None:
     """One instance a line, keys sorted, so equal mining runs give equal bytes."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(i, sort_keys=True, ensure_ascii=False) + "\n"
-                            for i in instances), encoding="utf-8")
+    atomic_write(path, "".join(json.dumps(i, sort_keys=True, ensure_ascii=False) + "\n"
+                               for i in instances))
 
 
 async def mine_to(recipe: PackageRecipe, out: Path, *, rewrite_url: str | None = None,
@@ -70,8 +70,8 @@ async def _mine_in(recipe: PackageRecipe, out: Path, url: str, c: Any, rewrite_u
     write_instances(path, instances)
     reports = out / "reports"
     reports.mkdir(parents=True, exist_ok=True)
-    (reports / f"{recipe.slug}.json").write_text(
-        json.dumps(report.to_dict(), indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    atomic_write(reports / f"{recipe.slug}.json",
+                 json.dumps(report.to_dict(), indent=1, sort_keys=True) + "\n")
     return path
 
 
