@@ -154,9 +154,10 @@ def main() -> None:
         "Python loop of `benchmarks/reference_estimators.py`; both give the same numbers "
         "(asserted, to 1e-9).",
         f"Median of {args.repeats} calls ({args.reference_repeats} for the reference). "
-        f"Machine: {os.cpu_count()} cores (1-minute load average {load:.1f} at the start: "
-        f"other work shares them, so these are times under load), "
-        f"Python {platform.python_version()}, "
+        f"Machine: {os.cpu_count()} cores (1-minute load average {load:.1f} at the start"
+        + (": other work shares them, so these are times under load), " if load >= 1.0
+           else ", an idle machine), ")
+        + f"Python {platform.python_version()}, "
         f"agentgym {agentgym.__version__}. *Of which canonical actions*: the time "
         "`salt.canonical_action` alone takes over the batch (parsing, JSON keys), the rest "
         "is flattening and the graph.",
