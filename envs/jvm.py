@@ -16,10 +16,12 @@ them earlier. A JVM that crashes takes its episodes with it: their next engine c
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import os
 import shutil
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +38,30 @@ thread stack because the engines recurse over their object trees."""
 
 class EngineFault(RuntimeError):
     """A benchmark's JVM failed (died, lost its socket): an infrastructure fault, not a mistake."""
+
+try:  # py4j comes with the benchmark packages; without it no engine call is ever made
+    from py4j.protocol import Py4JError as _Py4JError
+    from py4j.protocol import Py4JJavaError as JavaError
+except ImportError:  # pragma: no cover
+    class _Py4JError(Exception):  # type: ignore[no-redef]
+        pass
+
+    class JavaError(Exception):  # type: ignore[no-redef]
+        """An exception the engine raised in Java (an input it rejected)."""
+
+
+async def call_engine(fn: Callable[..., Any], *args: Any, engine: str) -> Any:
+    """Run one blocking engine call in a worker thread.
+
+    A ``JavaError`` (the engine rejected this input) passes through for the env to turn into
+    an observation; any other py4j failure means the JVM is lost and becomes an EngineFault.
+    """
+    try:
+        return await asyncio.to_thread(fn, *args)
+    except JavaError:
+        raise
+    except _Py4JError as exc:
+        raise EngineFault(f"the {engine} JVM failed: {exc!r}") from exc
 
 
 def require_java() -> str:

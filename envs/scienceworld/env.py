@@ -33,7 +33,7 @@ from agentgym.env import BaseEnv
 from agentgym.errors import ConfigError, EnvStateError, did_you_mean
 from agentgym.types import Message, StepResult
 
-from ..jvm import EngineFault, Lease
+from ..jvm import JavaError, Lease, call_engine
 from ..text_commands import parse_command
 from . import engine as sw
 
@@ -136,7 +136,7 @@ class ScienceWorldEnv(BaseEnv):
         self._commands.append(command)
         try:
             observation, reward, completed, info = await self._call(self._engine.step, command)
-        except _JavaError as exc:  # the engine choked on this input: the agent's mistake
+        except JavaError as exc:  # the engine choked on this input: the agent's mistake
             text = f"The command {command!r} could not be carried out ({_first_line(exc)})."
             return StepResult((Message("user", text),), 0.0, terminated=False,
                               info=self._step_info(valid=False, success=False))
@@ -232,13 +232,7 @@ class ScienceWorldEnv(BaseEnv):
         return info
 
     async def _call(self, fn: Any, *args: Any) -> Any:
-        """Run one blocking engine call in a worker thread; a lost JVM is an EngineFault."""
-        try:
-            return await asyncio.to_thread(fn, *args)
-        except _JavaError:
-            raise
-        except _Py4JError as exc:
-            raise EngineFault(f"the ScienceWorld JVM failed: {exc!r}") from exc
+        return await call_engine(fn, *args, engine="ScienceWorld")
 
 
 def resolve_task(task: str) -> str:
@@ -268,13 +262,3 @@ def _first_line(exc: BaseException) -> str:
     lines = [ln for ln in str(exc).splitlines() if ln.strip() and not ln.startswith("An error")]
     return lines[0].strip(": ") if lines else type(exc).__name__
 
-
-try:  # py4j comes with the benchmark package; without it no engine call is ever made
-    from py4j.protocol import Py4JError as _Py4JError
-    from py4j.protocol import Py4JJavaError as _JavaError
-except ImportError:  # pragma: no cover
-    class _Py4JError(Exception):  # type: ignore[no-redef]
-        pass
-
-    class _JavaError(Exception):  # type: ignore[no-redef]
-        pass
