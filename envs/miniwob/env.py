@@ -300,13 +300,11 @@ class MiniWoBEnv(BaseEnv):
         return StepResult(tuple(messages), reward, terminated=True, info=info)
 
     async def _release_context(self) -> None:
+        from agentgym.envs.web.shared import close_quietly
+
         context, self._context, self._page = self._context, None, None
-        if context is not None:
-            try:
-                async with asyncio.timeout(15):
-                    await context.close()
-            except Exception:  # noqa: BLE001 - a crashed browser has no context left to close
-                pass
+        if context is not None:  # a crashed browser has no context left to close
+            await close_quietly(context.close())
 
     async def _close(self) -> None:
         from agentgym.envs.web.shared import shared

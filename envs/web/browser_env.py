@@ -25,7 +25,7 @@ from agentgym.tools import ToolBox, tool
 from agentgym.types import Message, ToolCall
 
 from .base import ActionError, Episode, PageFacts, WebShopBase, expert_intent
-from .shared import BrowserHandle, shared
+from .shared import BrowserHandle, close_quietly, shared
 from .site import COOKIE
 from .snapshot import EDITABLE, Element, stabilize
 
@@ -341,12 +341,8 @@ class WebShopEnv(WebShopBase):
 
     async def _release_client(self) -> None:
         context, self._context, self._page = self._context, None, None
-        if context is not None:
-            try:
-                async with asyncio.timeout(15):
-                    await context.close()
-            except Exception:  # noqa: BLE001 - a crashed browser has no context left to close
-                pass
+        if context is not None:  # a crashed browser has no context left to close
+            await close_quietly(context.close())
 
     async def _close(self) -> None:
         try:

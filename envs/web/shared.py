@@ -49,7 +49,7 @@ class _Pool(Generic[T]):
             entry = self.entries.get(key)
             if entry is not None and not self.alive(entry.value):  # e.g. a crashed browser
                 del self.entries[key]
-                await _quietly(self.close(entry.value))
+                await close_quietly(self.close(entry.value))
                 entry = None
             if entry is None:
                 entry = self.entries[key] = _Entry(await self.make(key))
@@ -64,10 +64,10 @@ class _Pool(Generic[T]):
             entry.refs -= 1
             if entry.refs <= 0:
                 del self.entries[key]
-                await _quietly(self.close(value))
+                await close_quietly(self.close(value))
 
 
-async def _quietly(closing: Awaitable[None]) -> None:
+async def close_quietly(closing: Awaitable[None]) -> None:
     """Closing is best effort: a dead browser or a closed socket is already released."""
     try:
         async with asyncio.timeout(15):
@@ -122,9 +122,9 @@ async def _make_browser(key: Hashable) -> BrowserHandle:
 
 async def _close_browser(handle: BrowserHandle) -> None:
     try:
-        await _quietly(handle.browser.close())
+        await close_quietly(handle.browser.close())
     finally:
-        await _quietly(handle.playwright.stop())
+        await close_quietly(handle.playwright.stop())
 
 
 async def _make_http(key: Hashable) -> Any:
