@@ -20,6 +20,15 @@ at threshold 0.9) and ``step_norm_reward`` from ``gigpo/core_gigpo.py`` (same fo
 ran on the discounted returns less λ on an invalid step (its penalty on ``step_rewards``);
 the episode term came from ``compute_grpo_outcome_advantage``, whose statistics
 ``episode_norm_reward`` repeats; the recorded advantage is their sum (step_advantage_w 1).
+
+HGPO (``hgpo_cases``): the HGPO recipe's ``compute_hgpo_outcome_advantage`` from
+``recipe/hgpo/core_hgpo.py`` of a verl-agent fork that carries it (zzj1111/alfworldauto,
+file last changed in b4918cc) ran with CPU torch on both fixtures above (``fixture`` names
+which), its ``verl`` import stubbed (the function does not use it). Its ``step_rewards``
+were the same file's ``compute_step_discounted_returns`` (γ = 0.95) less λ on an invalid
+step (what its trainer's ``apply_invalid_action_penalty`` does), ``anchor_obs`` the state
+keys, ``token_level_rewards`` the episode reward less λ on an invalid step (read only with
+``base_group``), a one-token response mask; each case records K, mode, α and base_group.
 """
 
 from __future__ import annotations
@@ -78,6 +87,21 @@ def test_matches_verl_agent(case):
 @pytest.mark.parametrize("case", DATA["gigpo_cases"], ids=case_id)
 def test_gigpo_matches_verl_agent(case):
     check(case, GIGPO_GROUPS)
+
+
+@pytest.mark.parametrize("case", DATA["hgpo_cases"], ids=lambda c: f"{c['fixture']}-" + case_id(c))
+def test_hgpo_matches_the_reference_recipe(case):
+    check(case, GIGPO_GROUPS if case["fixture"] == "gigpo_groups" else GROUPS)
+
+
+def test_hgpo_cases_are_not_trivial():
+    values = [a for c in DATA["hgpo_cases"] for g in c["advantages"] for t in g for a in t]
+    assert sum(a != 0 for a in values) > len(values) // 2
+    assert {c["options"]["history_length"] for c in DATA["hgpo_cases"]} == {0, 1, 2, 3}
+    # on the text-keyed fixture the levels differ, so the weight offset shows: 0 fails
+    case = next(c for c in DATA["hgpo_cases"] if c["fixture"] == "gigpo_groups")
+    with pytest.raises(AssertionError):
+        check({**case, "options": {**case["options"], "weight_offset": 0.0}}, GIGPO_GROUPS)
 
 
 def test_similarity_merges_what_exact_matching_splits():
