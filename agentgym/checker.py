@@ -8,7 +8,9 @@ the test suite runs it over every registered env. It checks:
 2. determinism: the same seed and the same actions give the same observations, rewards,
    flags and state keys;
 3. agent mistakes are observations: text with no tool call, an unknown tool and malformed
-   arguments come back with ``info["valid"] = False`` instead of raising;
+   arguments come back with ``info["valid"] = False`` instead of raising. An env that sets
+   ``prose_is_action = True`` (declining and ending a turn are actions there) must instead
+   return ``valid=True`` for the text reply, and still ``valid=False`` for the rest;
 4. a trajectory built from the steps round-trips through JSONL;
 5. ``aclose`` can be called twice.
 """
@@ -21,7 +23,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from agentgym.env import Env
+from agentgym.env import Env, accepts_prose
 from agentgym.errors import AgentGymError
 from agentgym.types import Message, Step, StepResult, ToolCall, Trajectory
 
@@ -78,10 +80,7 @@ async def check_env(env: Env, *, seed: int = 0, actions: Sequence[Message] = (),
         first = await _play(env, seed, actions, check)
         ran.append("types")
         if env.tools:  # a plain-text env may accept any text as an action
-            mistakes = [r for r in first[1][: len(probe_actions(env))] if r is not None]
-            check(all(not r.valid for r in mistakes),
-                  "agent mistakes (no tool call, unknown tool, malformed arguments) must come "
-                  "back as observations with info['valid'] = False")
+            _check_mistakes(first[1][: len(probe_actions(env))], accepts_prose(env), check)
         ran.append("agent mistakes are observations")
 
         spec = getattr(env, "spec", None)
@@ -142,6 +141,22 @@ async def _play(env: Env, seed: int, actions: Sequence[Message],
     traj = Trajectory("check-0", str(info.get("task_id", "check")), "check-group", tuple(prompt),
                       tuple(steps), status="truncated", tools=tuple(env.tools))
     return prompt, results, traj.with_outcome()
+
+
+def _check_mistakes(results: Sequence[StepResult | None], prose_ok: bool,
+                    check: Callable[[bool, str], None]) -> None:
+    """The probes' ``valid`` flags: the text reply (first) as the env declares, the rest False."""
+    prose, mistakes = results[0], [r for r in results[1:] if r is not None]
+    if prose_ok:
+        check(prose is None or prose.valid,
+              "the env sets prose_is_action = True, so a reply without a tool call must come "
+              "back with info['valid'] = True")
+    elif prose is not None:
+        mistakes.append(prose)
+    check(all(not r.valid for r in mistakes),
+          "agent mistakes (unknown tool, malformed arguments"
+          + ("" if prose_ok else ", no tool call")
+          + ") must come back as observations with info['valid'] = False")
 
 
 def _check_reset(observation: Any, info: Any, check: Callable[[bool, str], None]) -> None:

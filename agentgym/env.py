@@ -26,6 +26,12 @@ class Env(Protocol):
     Attributes:
         spec: The registry entry this env was made from (``None`` when built directly).
         tools: Tools the model may call in this env (empty for plain-text envs).
+
+    An env may also set ``prose_is_action = True`` (read with :func:`accepts_prose`; unset
+    means False): a reply without a tool call is then a legitimate action, such as declining
+    a request no tool can serve or ending a user turn, and comes back ``valid=True``. Calls
+    to unknown tools and malformed calls stay ``valid=False``. ``check_env`` holds an env to
+    whichever it declares.
     """
 
     spec: EnvSpec | None
@@ -49,14 +55,24 @@ class Env(Protocol):
     async def step(self, action: Message) -> StepResult:
         """Apply one assistant message (which may hold several tool calls).
 
-        Agent mistakes (no tool call, unknown tool, bad arguments) come back as observations
-        with ``info["valid"] = False``; they never raise.
+        Agent mistakes (no tool call, unless the env sets ``prose_is_action``; unknown tool;
+        bad arguments) come back as observations with ``info["valid"] = False``; they never
+        raise.
         """
         ...
 
     async def aclose(self) -> None:
         """Release containers, browsers, sockets. Safe to call twice."""
         ...
+
+
+def accepts_prose(env: Env) -> bool:
+    """Whether ``env`` declares a reply without a tool call a legitimate action.
+
+    True when the env (or the env a wrapper holds) sets ``prose_is_action = True``. A
+    plain-text env (no tools) takes text as its action whatever it sets.
+    """
+    return getattr(env, "prose_is_action", False) is True
 
 
 class BaseEnv:
@@ -85,6 +101,8 @@ class BaseEnv:
 
     spec: EnvSpec | None = None
     tools: Sequence[ToolSpec] = ()
+    prose_is_action: bool = False
+    """Whether a reply without a tool call is a legitimate action (see :class:`Env`)."""
 
     def __init__(self) -> None:
         self._np_random: np.random.Generator | None = None

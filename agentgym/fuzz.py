@@ -1,7 +1,8 @@
 """Hostile replies for an env's ``step``: what a broken or adversarial model could write.
 
 An env must answer every one of them with an observation (an agent mistake, usually
-``valid=False``), never an exception. :func:`hostile_replies` generates them deterministically
+``valid=False``, and always so for calls only to tools the env does not have, even where
+prose is an action), never an exception. :func:`hostile_replies` generates them deterministically
 from a seed, shaped by the env's tools (their names and parameter types), and
 :func:`fuzz_env` feeds them through ``step`` and reports every exception or malformed result.
 
@@ -190,6 +191,18 @@ def _malformed(result: Any) -> str | None:
     return None
 
 
+def _unknown_only(message: Message, known: set[str]) -> bool:
+    """Whether every call of the reply names a tool the env does not have."""
+    return bool(known and message.tool_calls) and all(
+        c.name not in known for c in message.tool_calls)
+
+
+def _accepted_unknown(result: StepResult) -> str | None:
+    # An unknown tool is a mistake in every tool env, including those where prose is an
+    # action (prose_is_action): declaring prose legitimate never makes a made-up call so.
+    return "calls to tools that do not exist came back valid" if result.valid else None
+
+
 def _describe(message: Message) -> str:
     text = message.content[:80] + ("…" if len(message.content) > 80 else "")
     if message.tool_calls:
@@ -217,6 +230,7 @@ async def fuzz_env(env: Env, *, replies: int, seed: int = 0, max_failures: int =
         episodes = 1
         while sent < replies and len(failures) < max_failures:
             kind, message = next(stream)
+            known = {t.name for t in env.tools}  # tools may change with the step
             sent += 1
             try:
                 result = await env.step(message)
@@ -225,6 +239,8 @@ async def fuzz_env(env: Env, *, replies: int, seed: int = 0, max_failures: int =
                                             f"{type(exc).__name__}: {str(exc)[:300]}"))
                 result = None
             problem = _malformed(result) if result is not None else None
+            if problem is None and result is not None and _unknown_only(message, known):
+                problem = _accepted_unknown(result)
             if problem:
                 failures.append(FuzzFailure(kind, _describe(message), problem))
             if result is None or problem or result.done:

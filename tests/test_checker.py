@@ -75,3 +75,66 @@ async def test_good_env_passes():
 async def test_broken_envs_are_reported(env_cls, needle):
     with pytest.raises(EnvCheckError, match=needle):
         await agentgym.check_env(env_cls(), make_env=env_cls)
+
+
+class _Decliner(BaseEnv):
+    """A tool env where declining is an action: prose valid, every broken call invalid."""
+
+    prose_is_action = True
+    prose_valid = True
+    unknown_tools_valid = False
+
+    def __init__(self):
+        super().__init__()
+        from agentgym.envs.arithmetic import calculator
+
+        self.tools = agentgym.ToolBox([calculator]).specs
+
+    async def _reset(self, seed, options):
+        return [Message("user", "compute, or decline")], {}
+
+    async def _step(self, action):
+        from agentgym.parsing import parse_tool_calls
+
+        parsed = parse_tool_calls(action.content)
+        calls, errors = action.tool_calls or parsed.calls, parsed.errors
+        names = {t.name for t in self.tools}
+        if not calls and not errors:
+            valid = self.prose_valid
+        else:
+            valid = not errors and all(
+                c.name in names and set(c.arguments) <= {"expression"} for c in calls) or (
+                self.unknown_tools_valid and any(c.name not in names for c in calls))
+        return StepResult((Message("user", "ok"),), reward=0.0, info={"valid": valid})
+
+
+class _DeclinerMarksProseInvalid(_Decliner):
+    prose_valid = False
+
+
+class _DeclinerAcceptsUnknownTools(_Decliner):
+    unknown_tools_valid = True
+
+
+class _UndeclaredProseValid(_Decliner):
+    prose_is_action = False
+
+
+async def test_env_declaring_prose_an_action_passes_with_valid_prose():
+    env = _Decliner()
+    assert agentgym.env.accepts_prose(agentgym.MaxTurns(env, 5))
+    assert await agentgym.check_env(env, make_env=_Decliner)
+
+
+@pytest.mark.parametrize(
+    ("env_cls", "needle"),
+    [
+        (_DeclinerMarksProseInvalid, "prose_is_action = True, so a reply without a tool call"),
+        (_DeclinerAcceptsUnknownTools, r"agent mistakes \(unknown tool, malformed arguments\)"),
+        (_UndeclaredProseValid, "no tool call"),
+    ],
+)
+async def test_prose_declaration_is_held_to(env_cls, needle):
+    """Declaring prose an action never lets garbage calls pass, and is not implied."""
+    with pytest.raises(EnvCheckError, match=needle):
+        await agentgym.check_env(env_cls(), make_env=env_cls)

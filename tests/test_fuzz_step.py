@@ -97,3 +97,25 @@ async def test_the_rest_of_10000_hostile_replies():
 @pytest.mark.parametrize("env_id", IDS, ids=str)
 async def test_hostile_replies_sweep(env_id):
     await _fuzz(env_id, SWEEP_PER_ENV, seed=2)
+
+
+async def test_fuzz_reports_an_env_that_accepts_unknown_tools():
+    """Even where prose is an action, a call to a tool that does not exist is a mistake."""
+    from agentgym import BaseEnv, Message, StepResult, ToolBox
+    from agentgym.envs.arithmetic import calculator
+
+    class AcceptsAnything(BaseEnv):
+        prose_is_action = True
+        tools = ToolBox([calculator]).specs
+
+        async def _reset(self, seed, options):
+            return [Message("user", "compute")], {}
+
+        async def _step(self, action):
+            return StepResult((Message("user", "ok"),), None, info={"valid": True})
+
+    report = await fuzz_env(AcceptsAnything(), replies=300, seed=0)
+    assert report.failures
+    assert {f.error for f in report.failures} == {
+        "calls to tools that do not exist came back valid"}
+    assert {f.kind for f in report.failures} == {"calls"}

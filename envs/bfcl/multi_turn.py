@@ -26,8 +26,9 @@ values are not JSON data is answered with an error and not executed (BFCL would 
 these guards keep Python builtins out of reach); so is a call that would compute for minutes
 (``power`` with an exponent, or ``square_root`` with a precision, above 10,000). A call to a
 class method that is not among the current tools (a held-out function before its turn) runs,
-as in BFCL, but is marked ``valid=False``, as are wrong-type arguments and replies with no
-call.
+as in BFCL, but is marked ``valid=False``, as are wrong-type arguments and tool-call markup
+that does not parse. A reply without a call is an action (``prose_is_action``): it ends the
+user turn, as BFCL's protocol has it, and is ``valid=True``.
 
 ``state_key``: a hash of the turn index and the instances' public state (what BFCL's state
 checker compares), so revisited states share a key within a group.
@@ -74,6 +75,9 @@ class BFCLMultiTurnEnv(BaseEnv):
         ConfigError: Unknown category (with the closest names), a single-turn category, or
             an unknown split.
     """
+
+    prose_is_action = True
+    """A reply without a call ends the user turn (BFCL's protocol), not a mistake."""
 
     def __init__(self, category: str = "multi_turn_base",
                  split: Literal["all", "train", "test"] = "all") -> None:
@@ -139,8 +143,7 @@ class BFCLMultiTurnEnv(BaseEnv):
         assert self.task is not None and self._executor is not None
         calls, errors = read_calls(action)
         if not calls:  # BFCL: no decodable call ends the turn
-            note = errors[0] if errors else "no function call: the turn ends"
-            return self._end_turn(note)
+            return self._end_turn(errors[0] if errors else None)
         tools = {t.name: t for t in self.tools}
         messages, runnable, problems = [], [], []
         for call in calls:
@@ -190,11 +193,14 @@ class BFCLMultiTurnEnv(BaseEnv):
             return problem or "parameter names must be identifiers and values plain JSON"
         return too_costly(name, arguments)
 
-    def _end_turn(self, note: str) -> StepResult:
+    def _end_turn(self, parse_error: str | None) -> StepResult:
+        """End the user turn; a reply whose call markup did not parse is still a mistake."""
         assert self._executor is not None
         passed = self._check()
-        info = {**self._info(), "valid": False, "turn_end": True, "turn_passed": passed,
-                "turn_results": list(self._results), "problems": [note]}
+        info = {**self._info(), "valid": parse_error is None, "turn_end": True,
+                "turn_passed": passed, "turn_results": list(self._results)}
+        if parse_error is not None:
+            info["problems"] = [parse_error]
         self._turn += 1
         self._steps_in_turn, self._expert_sent = 0, False
         if self._turn >= self.n_turns:

@@ -11,11 +11,12 @@ the reply as correct, else 0.0:
 - ``irrelevance``, ``live_irrelevance``: correct when the reply holds no call;
 - ``live_relevance``: correct when it holds at least one.
 
-A reply with no readable call is ``valid=False`` (it is no tool call) even where declining is
-right; so is a call to an unknown function, arguments that are not a JSON object, or values
-of the wrong JSON type for the tool's schema (enum lists are not enforced: BFCL does not).
-``valid`` says whether the reply was a well-formed call; the reward says whether BFCL
-accepts it.
+A reply without a call is an action here (``prose_is_action``): declining is what BFCL asks
+for in the irrelevance categories, so it is ``valid=True`` (and scored 0 where a call was
+due). Tool-call markup that does not parse is ``valid=False``; so is a call to an unknown
+function, arguments that are not a JSON object, or values of the wrong JSON type for the
+tool's schema (enum lists are not enforced: BFCL does not). ``valid`` says whether the reply
+was a well-formed action; the reward says whether BFCL accepts it.
 """
 
 from __future__ import annotations
@@ -52,6 +53,9 @@ class BFCLSingleTurnEnv(BaseEnv):
         >>> [t.name for t in env.tools]
         ['math_factorial']
     """
+
+    prose_is_action = True
+    """Declining (a reply without a call) is an answer BFCL scores, not a mistake."""
 
     def __init__(self, category: str = "simple_python",
                  split: Literal["all", "train", "test"] = "all") -> None:
@@ -96,9 +100,8 @@ class BFCLSingleTurnEnv(BaseEnv):
             {str(c.name): dict(c.arguments)} for c in calls]
         verdict = scoring.score_single(self.task, decoded)
         self._answered = True
-        if not calls:
-            note = errors[0] if errors else "no function call in the reply"
-            problems.insert(0, note)
+        if errors:  # markup that meant a call but does not parse
+            problems.insert(0, errors[0])
         lines = [f"BFCL {self.category.label}: {'correct' if verdict.passed else 'incorrect'}"]
         if verdict.error:
             lines.append(f"{verdict.error_type}: {verdict.error[:500]}")

@@ -52,9 +52,19 @@ def test_calls_run_on_live_instances_and_a_reply_without_calls_ends_the_turn():
     assert listed.reward is None and listed.info["valid"] is True
     end = run(env.step(Message("assistant", "Done.")))
     assert end.info["turn_end"] is True and end.info["turn"] == 0
+    assert end.info["valid"] is True and "problems" not in end.info  # BFCL's way to end a turn
     assert end.info["turn_results"] == [end.info["turn_passed"]]
     assert end.observation == tuple(Message("user", m["content"])
                                     for m in env.task.entry["question"][1])
+
+
+def test_call_markup_that_does_not_parse_ends_the_turn_as_a_mistake():
+    env = make("multi_turn_base")
+    run(env.reset(options={"task_id": "multi_turn_base_0"}))
+    broken = run(env.step(Message("assistant", '<tool_call>{"name": "ls", "arguments": {'
+                                               '</tool_call>')))
+    assert broken.info["turn_end"] is True and broken.info["valid"] is False
+    assert broken.info["problems"]
 
 
 def test_agent_mistakes_and_api_exceptions_are_observations():

@@ -66,7 +66,7 @@ def test_irrelevance_and_relevance_follow_bfcl():
     env = make("irrelevance")
     run(env.reset(seed=0))
     declined = run(env.step(Message("assistant", "No function fits this question.")))
-    assert declined.reward == 1.0 and declined.info["valid"] is False  # no call, but right
+    assert declined.reward == 1.0 and declined.info["valid"] is True  # declining is the answer
     run(env.reset(seed=0))
     name = env.tools[0].name
     called = run(env.step(Message("assistant", "", tool_calls=(ToolCall("c", name, {}),))))
@@ -77,8 +77,30 @@ def test_irrelevance_and_relevance_follow_bfcl():
     assert run(rel.step(Message("assistant", "I won't call anything."))).reward == 0.0
 
 
+@pytest.mark.parametrize("category", ["irrelevance", "live_irrelevance"])
+def test_a_correct_abstention_is_valid_rewarded_and_never_penalised(category):
+    from agentgym import Step, Trajectory
+    from agentgym.trainers.advantages.base import step_scores
+
+    env = make(category)
+    prompt, _ = run(env.reset(seed=3))
+    action = Message("assistant", "None of these functions can answer that.")
+    result = run(env.step(action))
+    assert result.reward == 1.0 and result.info["valid"] is True and result.info["success"]
+    assert "note:" not in result.observation[0].content
+    traj = Trajectory("t", result.info["task_id"], "g", tuple(prompt),
+                      (Step(0, action, result, valid=result.valid),), status="terminated")
+    assert step_scores(traj, invalid_penalty=0.5).tolist() == [1.0]
+
+
+def test_prose_where_a_call_is_due_is_a_valid_wrong_answer():
+    env = make("simple_python")
+    run(env.reset(options={"task_id": "simple_python_1"}))
+    result = run(env.step(Message("assistant", "the answer is 120")))
+    assert result.terminated and result.reward == 0.0 and result.info["valid"] is True
+
+
 @pytest.mark.parametrize("action, problem", [
-    (Message("assistant", "the answer is 120"), "no function call"),
     (Message("assistant",
              '<tool_call>{"name": "math_factorial", "arguments": {"number": </tool_call>'), ""),
     (Message("assistant", "", tool_calls=(ToolCall("c", "math_factorail", {"number": 5}),)),
