@@ -48,7 +48,7 @@ try:
 except ImportError as exc:
     raise MissingExtraError(exc.name or "torch", "train", "agentgym.trainers") from exc
 
-Aggregation = Literal["token_mean", "seq_mean"]
+Aggregation = Literal["token_mean", "seq_mean", "seq_sum"]
 _RECORD_FIX = ("record rollouts with a model policy (TransformersPolicy, vLLM, or an "
                "OpenAI-compatible server that returns token ids), which stores Step.tokens")
 
@@ -242,13 +242,22 @@ class MicroBatch:
         """Whether some trained token has no recorded behaviour log-prob."""
         return bool(torch.isnan(self.old_logprobs[self.loss_mask > 0]).any())
 
-    def normalizer(self, aggregation: Aggregation) -> int:
-        """The global denominator for ``ppo_clip_loss`` under ``aggregation``."""
+    def normalizer(self, aggregation: Aggregation, max_tokens: int | None = None) -> int:
+        """The global denominator for ``ppo_clip_loss`` under ``aggregation``.
+
+        ``seq_sum`` (Dr. GRPO) divides by sequences × ``max_tokens``, a constant length.
+        """
         if aggregation == "token_mean":
             return self.global_tokens
         if aggregation == "seq_mean":
             return self.global_sequences
-        raise ValueError(f"aggregation must be 'token_mean' or 'seq_mean', got {aggregation!r}")
+        if aggregation == "seq_sum":
+            if max_tokens is None or max_tokens < 1:
+                raise ValueError(f"seq_sum needs max_tokens >= 1 (the most tokens per policy "
+                                 f"call), got {max_tokens}")
+            return self.global_sequences * max_tokens
+        raise ValueError(f"aggregation must be 'token_mean', 'seq_mean' or 'seq_sum', got "
+                         f"{aggregation!r}")
 
     def to(self, device: torch.device | str) -> MicroBatch:
         """A copy with every tensor on ``device``."""

@@ -134,20 +134,32 @@ class AlgorithmConfig:
 
 @dataclass(frozen=True)
 class LossConfig:
-    """PPO-clip loss (spec §8)."""
+    """The policy loss (spec §8; PPO-clip, GSPO or CISPO, with three aggregations)."""
 
     clip_low: float = 0.2
     """ε_low."""
     clip_high: float = 0.2
     """ε_high (0.28 for clip-higher)."""
-    aggregation: Literal["token_mean", "seq_mean"] = "token_mean"
-    """How token losses are averaged."""
+    policy_loss: Literal["ppo", "gspo", "cispo"] = "ppo"
+    """Policy term: PPO-clip on token ratios, GSPO's sequence-level ratio, or CISPO's clipped
+    and detached importance weight (trainers/loss.py has the equations)."""
+    aggregation: Literal["token_mean", "seq_mean", "seq_sum"] = "token_mean"
+    """How token losses are averaged: over the step's tokens, per sequence then over
+    sequences, or summed per sequence over a constant length (``seq_sum``, Dr. GRPO; pair it
+    with ``algorithm.options.mode=mean_norm``)."""
+    max_completion_tokens: int | None = None
+    """``seq_sum``'s constant length L_max (None = ``rollout.max_tokens``)."""
     kl_coef: float = 0.0
     """Coefficient of the k3 KL to the initial (reference) policy; 0 disables it."""
     entropy_coef: float = 0.0
     """Entropy bonus coefficient."""
     recompute_logprobs: bool = False
     """Recompute π_old with a forward pass instead of using the sampling-time log-probs."""
+
+    def __post_init__(self) -> None:
+        if self.max_completion_tokens is not None and self.max_completion_tokens < 1:
+            raise ConfigError(f"loss.max_completion_tokens must be >= 1 or null, got "
+                              f"{self.max_completion_tokens}; null uses rollout.max_tokens")
 
 
 @dataclass(frozen=True)

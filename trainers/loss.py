@@ -1,18 +1,39 @@
-r"""PPO-clip loss on completion tokens (spec credit-assignment.md §8), shared by every estimator.
+r"""The policy loss on completion tokens (spec credit-assignment.md §8), shared by every estimator.
 
-For completion token t of a sample, with advantage A_t (the step's advantage, broadcast)::
+For completion token t of sample i, with advantage A_t (the step's advantage, broadcast) and
+ρ_t = exp(log π_θ(y_t) − log π_old(y_t)), the policy term ℓ_t is one of (``policy_loss``):
 
-    ρ_t  = exp(log π_θ(y_t) − log π_old(y_t))
-    ℓ_t  = −min(ρ_t·A_t, clip(ρ_t, 1 − ε_low, 1 + ε_high)·A_t)
-         + β·k3_t − c_H·H_t,     k3_t = exp(r_t − log π_θ) − (r_t − log π_θ) − 1,  r = log π_ref
+``ppo`` — PPO-clip (Schulman et al. 2017)::
+
+    ℓ_t = −min(ρ_t·A_t, clip(ρ_t, 1 − ε_low, 1 + ε_high)·A_t)
+
+``gspo`` — Group Sequence Policy Optimization (Zheng et al. 2025, arXiv:2507.18071), the
+sequence-level ratio, in the paper's GSPO-token form so that per-token advantages work too::
+
+    s_i   = exp( (1/|y_i|) Σ_{t∈i} log ρ_t )                 (geometric mean of the token ratios)
+    s_i,t = sg[s_i] · π_θ(y_t) / sg[π_θ(y_t)]                (value s_i; gradient s_i·∇log π_θ(y_t))
+    ℓ_t   = −min(s_i,t·A_t, clip(s_i,t, 1 − ε_low, 1 + ε_high)·A_t)
+
+``cispo`` — Clipped IS-weight Policy Optimization (MiniMax-M1, arXiv:2506.13585): the
+importance weight is clipped and detached, and every token keeps a gradient::
+
+    ℓ_t = −sg[clip(ρ_t, 1 − ε_low, 1 + ε_high)] · A_t · log π_θ(y_t)
+
+Then, for every variant::
+
+    ℓ_t += β·k3_t − c_H·H_t,     k3_t = exp(r_t − log π_θ) − (r_t − log π_θ) − 1,  r = log π_ref
     token_mean:  L = Σ_tokens ℓ_t / N_tokens
     seq_mean:    L = Σ_seqs (Σ_{t∈seq} ℓ_t / |seq|) / N_seqs
+    seq_sum:     L = Σ_seqs Σ_{t∈seq} ℓ_t / (N_seqs · L_max)      (Dr. GRPO, Liu et al. 2025)
 
 ε_low = ε_high = 0.2 by default (0.28 for DAPO clip-higher), β = ``kl_coef`` (k3 is the
 low-variance, always ≥ 0 KL estimator of Schulman's "Approximating KL divergence"), c_H =
 ``entropy_coef``. N_tokens and N_seqs are *global* counts over every micro-batch of one
 optimizer step (``MicroBatch.normalizer``), so summing micro-batch losses under gradient
-accumulation gives the gradient of the whole batch.
+accumulation gives the gradient of the whole batch. ``seq_sum``'s L_max is a constant (the
+most tokens per policy call), so a long completion is not down-weighted per token, as Dr.
+GRPO ("Understanding R1-Zero-Like Training", arXiv:2503.20783) prescribes; its other half,
+advantages not divided by the group std, is the GRPO estimator's ``mode=mean_norm``.
 
 **Log-probs.** π_old is the behaviour log-prob recorded at sampling time (unless the caller
 recomputes it): the generation backend records ``log_softmax(logits / T)`` of the sampled
@@ -25,8 +46,15 @@ Deviations and choices:
 - The KL and entropy terms are per-token and aggregated with the same rule as the policy
   term (as verl does), not averaged separately.
 - No dual-clip (the extra ``max(·, c·A)`` bound for A < 0); §8 does not use one.
+- GSPO: a "sequence" is one sample (one policy call's completion), not a whole multi-turn
+  episode. The paper clips with ε ≈ 3e-4 / 4e-4 and aggregates per sequence
+  (``seq_mean``); both are left to the config (``loss.clip_low/clip_high``,
+  ``loss.aggregation``).
+- CISPO: MiniMax-M1 sets no lower bound on the weight (ε_low unused) and tunes ε_high; here
+  both bounds come from ``clip_low``/``clip_high`` (``clip_low`` close to 1 is no lower bound).
 - :class:`LossStats` are means over the tokens of one micro-batch; weight them by
-  ``num_tokens`` to report a whole batch.
+  ``num_tokens`` to report a whole batch. Clip fractions count the ratio that is clipped:
+  s_i for GSPO, ρ_t otherwise (for CISPO: tokens whose weight was clipped, gradient kept).
 """
 
 from __future__ import annotations
@@ -44,6 +72,8 @@ try:
 except ImportError as exc:
     raise MissingExtraError(exc.name or "torch", "train", "agentgym.trainers") from exc
 
+PolicyLoss = Literal["ppo", "gspo", "cispo"]
+LossAggregation = Literal["token_mean", "seq_mean", "seq_sum"]
 _CHUNK_ELEMENTS = 1 << 25  # float32 working set of (rows × vocab) per chunk: 128 MiB
 
 
@@ -52,8 +82,9 @@ class LossStats:
     """Diagnostics of one :func:`ppo_clip_loss` call (means over its completion tokens).
 
     Attributes:
-        clip_low_frac: Share of tokens with A < 0 and ρ < 1 − ε_low (no gradient there).
-        clip_high_frac: Share of tokens with A > 0 and ρ > 1 + ε_high (no gradient there).
+        clip_low_frac: Share of tokens with A < 0 and ratio < 1 − ε_low (no gradient there,
+            except under CISPO).
+        clip_high_frac: Share of tokens with A > 0 and ratio > 1 + ε_high (likewise).
         approx_kl: k3 estimate of KL(π_old ‖ π_θ): mean of (ρ − 1) − log ρ.
         ratio_mean: Mean of ρ.
         kl_ref: Mean k3 KL to the reference policy; None when no ``ref_logprobs`` came.
@@ -216,26 +247,31 @@ def kl_k3(ref_logprobs: torch.Tensor, logprobs: torch.Tensor) -> torch.Tensor:
 
 def ppo_clip_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor,
                   mask: torch.Tensor, *, clip_low: float = 0.2, clip_high: float = 0.2,
-                  aggregation: Literal["token_mean", "seq_mean"] = "token_mean",
+                  aggregation: LossAggregation = "token_mean",
                   normalizer: float, ref_logprobs: torch.Tensor | None = None,
                   kl_coef: float = 0.0, entropy: torch.Tensor | None = None,
-                  entropy_coef: float = 0.0) -> tuple[torch.Tensor, LossStats]:
-    """PPO-clip loss of one micro-batch (see the module docstring for the equation).
+                  entropy_coef: float = 0.0, policy_loss: PolicyLoss = "ppo"
+                  ) -> tuple[torch.Tensor, LossStats]:
+    """The policy loss of one micro-batch (see the module docstring for the equations).
 
     Args:
         logprobs: ``(B, T')`` log π_θ of the targets, with gradient.
         old_logprobs: ``(B, T')`` log π_old (behaviour or recomputed).
         advantages: ``(B, T')`` advantage of each target token.
-        mask: ``(B, T')`` 1 on completion tokens; every other position is ignored.
+        mask: ``(B, T')`` 1 on completion tokens; every other position is ignored. Each
+            row is one sequence (GSPO's ratio and ``seq_mean`` are per row).
         clip_low: ε_low.
         clip_high: ε_high.
-        aggregation: ``token_mean`` or ``seq_mean``.
-        normalizer: Global token count (token_mean) or sequence count (seq_mean) of the
-            optimizer step: ``MicroBatch.normalizer(aggregation)``.
+        aggregation: ``token_mean``, ``seq_mean`` or ``seq_sum`` (Dr. GRPO).
+        normalizer: Global token count (token_mean), sequence count (seq_mean) or sequence
+            count × L_max (seq_sum) of the optimizer step:
+            ``MicroBatch.normalizer(aggregation, max_tokens=L_max)``.
         ref_logprobs: ``(B, T')`` reference log-probs, needed when ``kl_coef`` > 0.
         kl_coef: Weight β of the k3 KL to the reference.
         entropy: ``(B, T')`` entropy of π_θ, needed when ``entropy_coef`` > 0.
         entropy_coef: Weight of the entropy bonus (subtracted from the loss).
+        policy_loss: ``ppo`` (token ratios), ``gspo`` (sequence ratios) or ``cispo``
+            (clipped, detached importance weights).
 
     Returns:
         ``(loss, stats)``: the scalar loss to backpropagate and its :class:`LossStats`.
@@ -251,8 +287,11 @@ def ppo_clip_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages
                              f"got {tuple(x.shape)}")
     if not (0 <= clip_low < 1 and clip_high >= 0):
         raise ValueError(f"need 0 <= clip_low < 1 and clip_high >= 0, got {clip_low}, {clip_high}")
-    if aggregation not in ("token_mean", "seq_mean"):
-        raise ValueError(f"aggregation must be 'token_mean' or 'seq_mean', got {aggregation!r}")
+    if aggregation not in ("token_mean", "seq_mean", "seq_sum"):
+        raise ValueError(f"aggregation must be 'token_mean', 'seq_mean' or 'seq_sum', got "
+                         f"{aggregation!r}")
+    if policy_loss not in ("ppo", "gspo", "cispo"):
+        raise ValueError(f"policy_loss must be 'ppo', 'gspo' or 'cispo', got {policy_loss!r}")
     if not normalizer > 0:
         raise ValueError(f"normalizer must be > 0, got {normalizer}; use "
                          "MicroBatch.normalizer(aggregation)")
@@ -271,9 +310,9 @@ def ppo_clip_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages
     # Sanitize off-mask positions first, so that no inf/NaN there reaches a gradient.
     log_ratio = torch.where(m, logprobs - old_logprobs, zero)  # (B, T')
     adv = torch.where(m, advantages.to(logprobs.dtype), zero)  # (B, T')
-    ratio = torch.exp(log_ratio)  # (B, T')
-    clipped = ratio.clamp(1 - clip_low, 1 + clip_high)  # (B, T')
-    per_token = -torch.minimum(ratio * adv, clipped * adv)  # (B, T')
+    ratio = torch.exp(log_ratio)  # (B, T') ρ_t
+    per_token, clip_ratio = _policy_term(policy_loss, logprobs, log_ratio, ratio, adv, m,
+                                         clip_low, clip_high)  # (B, T'), (B, T')
     k3 = None
     if ref_logprobs is not None:
         k3 = kl_k3(torch.where(m, ref_logprobs, logprobs.detach()), logprobs)  # (B, T')
@@ -282,10 +321,10 @@ def ppo_clip_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages
     if entropy is not None and entropy_coef:
         per_token = per_token - entropy_coef * entropy
     per_token = torch.where(m, per_token, zero)  # (B, T')
-    if aggregation == "token_mean":
-        loss = per_token.sum() / normalizer
-    else:  # mean within each sequence, then sum over sequences
+    if aggregation == "seq_mean":  # mean within each sequence, then sum over sequences
         loss = (per_token.sum(-1) / m.sum(-1).clamp(min=1)).sum() / normalizer
+    else:  # token_mean: / N_tokens; seq_sum: / (N_seqs · L_max), both in the normalizer
+        loss = per_token.sum() / normalizer
     with torch.no_grad():
         n = int(m.sum())
 
@@ -293,12 +332,29 @@ def ppo_clip_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages
             return float(x[m].float().mean()) if n else 0.0
 
         stats = LossStats(
-            clip_low_frac=mean(((ratio < 1 - clip_low) & (adv < 0)).float()),
-            clip_high_frac=mean(((ratio > 1 + clip_high) & (adv > 0)).float()),
+            clip_low_frac=mean(((clip_ratio < 1 - clip_low) & (adv < 0)).float()),
+            clip_high_frac=mean(((clip_ratio > 1 + clip_high) & (adv > 0)).float()),
             approx_kl=mean(ratio - 1 - log_ratio), ratio_mean=mean(ratio),
             kl_ref=None if k3 is None else mean(k3),
             entropy=None if entropy is None else mean(entropy), num_tokens=n)
     return loss, stats
+
+
+def _policy_term(policy_loss: PolicyLoss, logprobs: torch.Tensor, log_ratio: torch.Tensor,
+                 ratio: torch.Tensor, adv: torch.Tensor, m: torch.Tensor, clip_low: float,
+                 clip_high: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-token policy term ℓ_t of ``policy_loss`` and the ratio its clip acts on."""
+    low, high = 1 - clip_low, 1 + clip_high
+    if policy_loss == "cispo":  # −sg[clip(ρ)]·A·log π_θ: every token keeps its gradient
+        weight = ratio.detach().clamp(low, high)  # (B, T')
+        return -weight * adv * logprobs, ratio.detach()
+    if policy_loss == "gspo":  # s_i = exp(mean_t log ρ_t), per row; GSPO-token form
+        seq_log = log_ratio.sum(-1, keepdim=True) / m.sum(-1, keepdim=True).clamp(min=1)
+        seq = torch.exp(seq_log.detach())  # (B, 1)
+        ratio = seq * torch.exp(logprobs - logprobs.detach())  # (B, T') value s_i
+        ratio = torch.where(m, ratio, torch.ones_like(ratio))
+    clipped = ratio.clamp(low, high)  # (B, T')
+    return -torch.minimum(ratio * adv, clipped * adv), ratio.detach()
 
 
 def _takes_logits_to_keep(model: Any) -> bool:

@@ -47,11 +47,14 @@ class UpdateConfig:
     """Sampling temperature: the loss scores tokens at the temperature they were sampled."""
     seed: int
     """With the step number, seeds the sample order (the same on every rank)."""
+    max_tokens: int | None = None
+    """L_max of the ``seq_sum`` aggregation (Dr. GRPO's constant length)."""
 
     @classmethod
     def of(cls, config: TrainConfig) -> UpdateConfig:
         """The update settings of a training config."""
-        return cls(config.optim, config.loss, config.rollout.temperature, config.seed)
+        return cls(config.optim, config.loss, config.rollout.temperature, config.seed,
+                   config.loss.max_completion_tokens or config.rollout.max_tokens)
 
 
 @dataclass
@@ -182,7 +185,7 @@ def ppo_update(learner: Learner, samples: Sequence[Sample], config: UpdateConfig
 
 def micro_batch_loss(learner: Learner, mb: MicroBatch, config: UpdateConfig
                      ) -> tuple[torch.Tensor, LossStats]:
-    """The PPO-clip loss of one micro-batch (already on the learner's device)."""
+    """The policy loss of one micro-batch (already on the learner's device)."""
     cfg = config.loss
     score = packed_token_logprobs if config.optim.pack_prefixes else token_logprobs
     logprobs, entropy = score(learner.model, mb.input_ids, mb.attention_mask,
@@ -195,9 +198,10 @@ def micro_batch_loss(learner: Learner, mb: MicroBatch, config: UpdateConfig
                            config.temperature, mask=mb.loss_mask)
     return ppo_clip_loss(logprobs, mb.old_logprobs, mb.advantages, mb.loss_mask,
                          clip_low=cfg.clip_low, clip_high=cfg.clip_high,
-                         aggregation=cfg.aggregation, normalizer=mb.normalizer(cfg.aggregation),
+                         aggregation=cfg.aggregation,
+                         normalizer=mb.normalizer(cfg.aggregation, config.max_tokens),
                          ref_logprobs=ref, kl_coef=cfg.kl_coef, entropy=entropy,
-                         entropy_coef=cfg.entropy_coef)
+                         entropy_coef=cfg.entropy_coef, policy_loss=cfg.policy_loss)
 
 
 @torch.no_grad()
