@@ -142,8 +142,9 @@ def samples_from_groups(groups: Iterable[Group], advantages: Mapping[str, np.nda
 
     Skipped: error trajectories (they have no advantage), steps with an empty completion,
     and, when asked, steps whose advantage is exactly 0 (they give no policy gradient, but
-    note that dropping them also drops their tokens from the ``token_mean`` normalizer and
-    from the KL and entropy terms).
+    dropping them here also drops their tokens from the ``token_mean`` normalizer and from
+    the KL and entropy terms; the trainer keeps them and lets :func:`micro_batches` skip
+    their forward pass instead, which keeps the normalizer).
 
     Args:
         groups: The groups the advantages were computed on.
@@ -269,7 +270,7 @@ class MicroBatch:
 
 
 def micro_batches(samples: list[Sample], max_tokens: int, pad_id: int, *,
-                  pack: bool = False) -> list[MicroBatch]:
+                  pack: bool = False, skip_zero_advantage: bool = False) -> list[MicroBatch]:
     """Pack samples into right-padded micro-batches of at most ``max_tokens`` padded tokens.
 
     Samples are sorted by length, longest first (ties keep input order, so the packing is
@@ -284,6 +285,10 @@ def micro_batches(samples: list[Sample], max_tokens: int, pad_id: int, *,
         pack: Budget *packed* tokens instead (each shared prefix counted once, see
             :mod:`agentgym.trainers.packing`): samples sharing prefixes go to the same
             micro-batch, whose forward pass then runs them as one prefix tree.
+        skip_zero_advantage: Run no forward pass for samples whose every trained token has
+            advantage 0, but still count their tokens and sequences in the normalizers, so
+            the loss (and its gradient) equals the unskipped one when the policy term is the
+            only per-token term (no KL, no entropy bonus, no value loss).
 
     Returns:
         The micro-batches, each carrying the global normalizers of the whole call.
@@ -293,11 +298,16 @@ def micro_batches(samples: list[Sample], max_tokens: int, pad_id: int, *,
     """
     if max_tokens < 1:
         raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
-    order = sorted(range(len(samples)), key=lambda i: (-samples[i].length, i))
+    total_tokens = sum(s.num_completion_tokens for s in samples)
+    total_sequences = len(samples)
+    run = [i for i, s in enumerate(samples)  # the normalizers above still count the rest
+           if not skip_zero_advantage or s.advantages.any()]
+    order = sorted(run, key=lambda i: (-samples[i].length, i))
     packs: list[list[int]] = []
     oversized = sum(samples[i].length > max_tokens for i in order)
     if pack:
-        packs = packed_order([s.input_ids for s in samples], max_tokens)
+        packs = [[run[j] for j in p]
+                 for p in packed_order([samples[i].input_ids for i in run], max_tokens)]
     for i in order if not pack else ():
         # The first row of a pack is its longest; an oversized row never gets company.
         if packs and (len(packs[-1]) + 1) * samples[packs[-1][0]].length <= max_tokens:
@@ -309,8 +319,7 @@ def micro_batches(samples: list[Sample], max_tokens: int, pad_id: int, *,
         warnings.warn(f"{oversized} samples are longer than max_tokens={max_tokens} (longest "
                       f"{longest}); each got its own micro-batch. Raise max_tokens or cap "
                       "the generation and context length", stacklevel=2)
-    total_tokens = sum(s.num_completion_tokens for s in samples)
-    return [_collate([samples[i] for i in p], tuple(p), pad_id, total_tokens, len(samples),
+    return [_collate([samples[i] for i in p], tuple(p), pad_id, total_tokens, total_sequences,
                      len(p) == 1 and samples[p[0]].length > max_tokens) for p in packs]
 
 

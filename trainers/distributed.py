@@ -189,7 +189,8 @@ class FSDPUpdater:
     # -- the Sharding of ppo_update (collective: every rank calls these in step) -----------
 
     def micro_batches(self, part: list[Sample], max_tokens: int, pad_id: int, *,
-                      pack: bool = False) -> list[tuple[MicroBatch, float]]:
+                      pack: bool = False, skip_zero_advantage: bool = False
+                      ) -> list[tuple[MicroBatch, float]]:
         """This rank's micro-batches of one mini-batch, with global normalizers.
 
         Scaled by the world size (FSDP averages gradients); padded to the largest count over
@@ -200,7 +201,9 @@ class FSDPUpdater:
         mine = [part[i] for i in shard_samples(part, self.rank, self.world)]
         tokens, seqs = sum(s.num_completion_tokens for s in part), len(part)
         out = [(replace(mb, global_tokens=tokens, global_sequences=seqs), float(self.world))
-               for mb in (micro_batches(mine, max_tokens, pad_id, pack=pack) if mine else [])]
+               for mb in (micro_batches(mine, max_tokens, pad_id, pack=pack,
+                                        skip_zero_advantage=skip_zero_advantage)
+                          if mine else [])]
         count = torch.tensor([len(out)], device=self.learner.device)
         dist.all_reduce(count, op=dist.ReduceOp.MAX)
         filler = replace(micro_batches(part[:1], max_tokens, pad_id)[0],

@@ -228,10 +228,11 @@ async def train_step(run: Run) -> dict[str, float]:
             and not (cfg.algorithm.drop_zero_variance_groups and is_zero_variance(g))]
     if cfg.rollout.context == "summarize":  # SUPO: one sequence per working context
         metrics.update(supo_metrics(trajs))
-        samples = supo_samples(kept, run.estimator(kept), cfg.algorithm.supo) if kept else []
+        samples = supo_samples(kept, run.estimator(kept), cfg.algorithm.supo,
+                               skip_zero_advantage=False) if kept else []
     else:
-        samples = samples_from_groups(kept, run.estimator(kept), skip_zero_advantage=True) \
-            if kept else []
+        # zero-advantage steps stay: the update skips their forward pass, not their tokens
+        samples = samples_from_groups(kept, run.estimator(kept)) if kept else []
     update_start = time.perf_counter()
     driver = run.driver
     if driver is not None:  # async: update in a thread while rollouts go on; then sync

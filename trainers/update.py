@@ -49,6 +49,16 @@ class UpdateConfig:
     """With the step number, seeds the sample order (the same on every rank)."""
     max_tokens: int | None = None
     """L_max of the ``seq_sum`` aggregation (Dr. GRPO's constant length)."""
+    skip_zero_advantage: bool = True
+    """Run no forward pass for samples whose advantages are all 0 when nothing else in the
+    loss reads them (no KL, no entropy bonus); they stay in the normalizers, so the loss is
+    the same as without the skip."""
+
+    @property
+    def skips_zero_advantage(self) -> bool:
+        """Whether zero-advantage samples can be skipped without changing the loss."""
+        return (self.skip_zero_advantage and self.loss.kl_coef == 0
+                and self.loss.entropy_coef == 0)
 
     @classmethod
     def of(cls, config: TrainConfig) -> UpdateConfig:
@@ -85,7 +95,8 @@ class Sharding(Protocol):
     """How one mini-batch is split over processes and how their results are combined."""
 
     def micro_batches(self, part: list[Sample], max_tokens: int, pad_id: int, *,
-                      pack: bool = False) -> list[tuple[MicroBatch, float]]:
+                      pack: bool = False, skip_zero_advantage: bool = False
+                      ) -> list[tuple[MicroBatch, float]]:
         """This process's micro-batches of ``part``, each with its loss scale (0 = filler)."""
         ...
 
@@ -107,9 +118,11 @@ class OneProcess:
     """The :class:`Sharding` of a single process: every micro-batch here, nothing to reduce."""
 
     def micro_batches(self, part: list[Sample], max_tokens: int, pad_id: int, *,
-                      pack: bool = False) -> list[tuple[MicroBatch, float]]:
+                      pack: bool = False, skip_zero_advantage: bool = False
+                      ) -> list[tuple[MicroBatch, float]]:
         """All micro-batches of ``part`` (budgeted by packed tokens with ``pack``), scale 1."""
-        return [(mb, 1.0) for mb in micro_batches(part, max_tokens, pad_id, pack=pack)]
+        return [(mb, 1.0) for mb in micro_batches(part, max_tokens, pad_id, pack=pack,
+                                                  skip_zero_advantage=skip_zero_advantage)]
 
     def sum_losses(self, total: float) -> float:
         """``total`` itself."""
@@ -154,6 +167,7 @@ def ppo_update(learner: Learner, samples: Sequence[Sample], config: UpdateConfig
         samples = sharding.recompute(learner, samples, config)  # π_old: the weights now
     optim, params = config.optim, learner.parameters()
     clip = optim.grad_clip if optim.grad_clip > 0 else float("inf")
+    skip = config.skips_zero_advantage
     stats: Stats = []
     norms, losses = [], []
     learner.model.train()
@@ -168,7 +182,8 @@ def ppo_update(learner: Learner, samples: Sequence[Sample], config: UpdateConfig
             for mb, scale in sharding.micro_batches([shuffled[i] for i in part],
                                                     optim.max_tokens_per_micro_batch,
                                                     learner.pad_token_id,
-                                                    pack=optim.pack_prefixes):
+                                                    pack=optim.pack_prefixes,
+                                                    skip_zero_advantage=skip):
                 loss, mb_stats = micro_batch_loss(learner, mb.to(learner.device), config)
                 (loss if scale == 1.0 else loss * scale).backward()
                 if scale:  # a zero-scale filler only keeps the ranks' collectives in step

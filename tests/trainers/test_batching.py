@@ -143,3 +143,13 @@ def test_empty_and_bad_budget():
     assert micro_batches([], max_tokens=8, pad_id=0) == []
     with pytest.raises(ValueError, match="max_tokens must be >= 1"):
         micro_batches([sample(1, 1)], max_tokens=0, pad_id=0)
+
+
+def test_skipping_zero_advantage_keeps_the_normalizers():
+    rows = [sample(2, 3, adv=0.0), sample(3, 2, adv=1.5), sample(1, 4, adv=0.0)]
+    (plain,) = micro_batches(rows, max_tokens=64, pad_id=0)
+    (skipped,) = micro_batches(rows, max_tokens=64, pad_id=0, skip_zero_advantage=True)
+    assert skipped.sample_indices == (1,) and plain.input_ids.shape[0] == 3
+    assert skipped.normalizer("token_mean") == plain.normalizer("token_mean") == 9
+    assert skipped.normalizer("seq_mean") == plain.normalizer("seq_mean") == 3
+    assert micro_batches([rows[0]], max_tokens=64, pad_id=0, skip_zero_advantage=True) == []
