@@ -113,7 +113,7 @@ def _list_suites(names: list[str], get_suite: Any) -> None:
 
 def print_results(results: dict[str, Any], folder: Path) -> None:
     """The metrics table of one eval."""
-    from agentgym.evaluation.report import columns, fmt, headline
+    from agentgym.evaluation.report import columns, fmt, headline, mean_line, rows
 
     cols = columns(int(results.get("k", 1)))
     table = Table(title=f"{results['suite_tag']} · {results['policy']} → {folder} "
@@ -121,10 +121,12 @@ def print_results(results: dict[str, Any], folder: Path) -> None:
     table.add_column("env", style="bold")
     for name, _, _ in cols:
         table.add_column(name, justify="right")
-    for name, m in results["metrics"].items():
+    for name, m in rows(results):
         table.add_row(name, *(fmt(m.get(key), spec) for _, key, spec in cols))
     console.print(table)
     console.print(f"overall: {headline(results)}", markup=False, highlight=False)
+    for line in mean_line(results):
+        console.print(line.removeprefix("- "), markup=False, highlight=False)
 
 
 def compare_command(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -103,6 +103,33 @@ def summarize_by_entry(trajs: Sequence[Trajectory], labels: Sequence[str], k: in
     out = {label: summarize(ts, k) for label, ts in by_entry.items()}
     out["overall"] = summarize(trajs, k)
     return out
+
+
+MEAN_OF_ENTRIES = "mean of entries (unweighted)"
+"""Row label of :func:`entry_mean` in reports."""
+
+
+def entry_mean(metrics: Mapping[str, Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The unweighted mean over suite entries of pass@1 and success rate.
+
+    Each entry counts once whatever its size, as benchmarks such as BFCL average their
+    categories; the pooled ``"overall"`` row weighs entries by their episodes instead.
+
+    Args:
+        metrics: Per-entry metrics plus ``"overall"`` (:func:`summarize_by_entry`).
+
+    Returns:
+        ``{"entries", "pass@1", "success_rate", "unscored"}`` (``unscored``: entries left out
+        because every episode errored), or None when fewer than two entries were scored.
+    """
+    rows = {k: m for k, m in metrics.items() if k != "overall"}
+    scored = [m for m in rows.values() if m.get("pass@1") is not None]
+    if len(scored) < 2:
+        return None
+    return {"entries": len(scored),
+            "pass@1": sum(float(m["pass@1"]) for m in scored) / len(scored),
+            "success_rate": sum(float(m["success_rate"]) for m in scored) / len(scored),
+            "unscored": len(rows) - len(scored)}
 
 
 def read_metrics(run_dir: str | Path) -> list[dict[str, float]]:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from agentgym.errors import MissingExtraError
-from agentgym.evaluation.metrics import read_metrics
+from agentgym.evaluation.metrics import MEAN_OF_ENTRIES, entry_mean, read_metrics
 from agentgym.files import atomic_write
 
 COLUMNS = (("episodes", "episodes", "d"), ("success", "success_rate", "%"),
@@ -51,11 +51,24 @@ def markdown_table(results: Mapping[str, Any]) -> str:
     cols = columns(int(results.get("k", 1)))
     lines = ["| env | " + " | ".join(c[0] for c in cols) + " |",
              "|---|" + "---:|" * len(cols)]
-    for name, m in results["metrics"].items():
-        label = f"**{name}**" if name == "overall" else name
+    for name, m in rows(results):
+        label = f"**{name}**" if name in ("overall", MEAN_OF_ENTRIES) else name
         lines.append(f"| {label} | " + " | ".join(fmt(m.get(key), spec) for _, key, spec in cols)
                      + " |")
     return "\n".join(lines)
+
+
+def rows(results: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    """Table rows: the entries, their unweighted mean (two or more entries), then overall."""
+    metrics = results["metrics"]
+    out = [(k, m) for k, m in metrics.items() if k != "overall"]
+    mean = entry_mean(metrics)
+    if mean is not None:
+        out.append((MEAN_OF_ENTRIES, {"pass@1": mean["pass@1"],
+                                      "success_rate": mean["success_rate"]}))
+    if "overall" in metrics:
+        out.append(("overall", metrics["overall"]))
+    return out
 
 
 def write_report(results: Mapping[str, Any], out_dir: str | Path) -> list[Path]:
@@ -73,12 +86,24 @@ def write_report(results: Mapping[str, Any], out_dir: str | Path) -> list[Path]:
             f"- episodes: {overall['episodes']} ({overall['errors']} errors), k = "
             f"{results.get('k', 1)}, temperature {results.get('temperature')}, seed "
             f"{results.get('seed')}",
-            f"- wall time: {results.get('wall_s', 0):.1f} s", "", markdown_table(results), "",
+            f"- wall time: {results.get('wall_s', 0):.1f} s", *mean_line(results), "",
+            markdown_table(results), "",
             "![success per env](success.png)", ""]
     if (out_dir / "learning_curve.png").exists():
         text += ["![learning curve](learning_curve.png)", ""]
     atomic_write(out_dir / "report.md", "\n".join(text))
     return [out_dir / "results.json", out_dir / "report.md", plot]
+
+
+def mean_line(results: Mapping[str, Any]) -> list[str]:
+    """The report's line on the unweighted mean of the entries (none for one entry)."""
+    mean = entry_mean(results["metrics"])
+    if mean is None:
+        return []
+    left_out = (f"; {mean['unscored']} entries with only errored episodes left out"
+                if mean["unscored"] else "")
+    return [f"- unweighted mean over the {mean['entries']} entries (each counts once, "
+            f"whatever its size): pass@1 {fmt(mean['pass@1'], '%')}{left_out}"]
 
 
 def wilson(successes: float, n: int, z: float = 1.96) -> tuple[float, float]:

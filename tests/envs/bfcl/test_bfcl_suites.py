@@ -50,3 +50,28 @@ def test_leaderboard_reads_the_episodes_of_a_run_stopped_before_its_report(tmp_p
     assert main([str(tmp_path)]) == 0
     assert "| Multi Turn Base | 66.7% | 3 | 0 |" in capsys.readouterr().out
 
+
+
+def test_eval_report_gives_each_category_by_leaderboard_name_and_the_unweighted_mean(tmp_path):
+    from typer.testing import CliRunner
+
+    from agentgym.cli import app
+    from agentgym.evaluation.metrics import MEAN_OF_ENTRIES
+
+    out = tmp_path / "bfcl-expert"
+    result = CliRunner().invoke(app, ["eval", "--suite", "bfcl", "--policy", "expert",
+                                      "--tasks", "2", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "unweighted mean over the 15 entries" in result.output
+    report = (out / "report.md").read_text()
+    results = json.loads((out / "results.json").read_text())
+    labels = [c.label for c in CATEGORIES.values()]
+    rows = [line.split(" | ")[0].lstrip("| ").strip("*") for line in report.splitlines()
+            if line.startswith("| ")][1:]
+    assert rows == [*labels, MEAN_OF_ENTRIES, "overall"]  # every category, then the mean
+    per_category = [results["metrics"][label]["pass@1"] for label in labels]
+    mean = sum(per_category) / len(per_category)
+    assert mean == bfcl_accuracies(results)[MEAN_LABEL]
+    assert f"| **{MEAN_OF_ENTRIES}** | - | {100 * mean:.1f}% |" in report
+    assert f"unweighted mean over the {len(labels)} entries" in report and \
+        f"pass@1 {100 * mean:.1f}%" in report
