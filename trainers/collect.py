@@ -2,19 +2,24 @@
 
 Every driver collects through :func:`collect`; they differ only in the ``runner`` (the
 embedded :func:`agentgym.rollout.run_groups`, or a driver's versioned / Ray one) and the
-policy whose weights sample.
+policy whose weights sample. A run with several envs (``envs``) collects each env's share
+of the tasks with that env's own settings (:mod:`agentgym.trainers.mixture`).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import agentgym
 from agentgym.context import ContextConfig
 from agentgym.policies.base import Policy, SamplingParams
 from agentgym.rollout import LMAgent, RolloutConfig, run_groups
-from agentgym.trainers.config import TrainConfig
+from agentgym.trainers.config import EnvMixEntry, TrainConfig
+from agentgym.trainers.metrics import succeeded
+from agentgym.trainers.mixture import entry_rollout, label_trajectories, split_seeds
 from agentgym.types import Trajectory
 
 Runner = Callable[..., Awaitable[list[Trajectory]]]
@@ -40,6 +45,15 @@ async def collect(config: TrainConfig, policy: Policy, seeds: Sequence[int], gro
     Returns:
         The trajectories, error ones included.
     """
+    if config.envs:  # a weighted mix: ``seeds`` are the run's task indices
+        parts = split_seeds(config.envs, list(seeds))
+        done = await asyncio.gather(*(
+            collect(_one_env(config, entry), policy, env_seeds, group_size, temperature, seed,
+                    evaluation=evaluation, runner=runner)
+            for entry, env_seeds in parts if env_seeds))
+        mine = [entry for entry, env_seeds in parts if env_seeds]
+        return [t for entry, trajs in zip(mine, done, strict=True)
+                for t in label_trajectories(entry, trajs)]
     env_kwargs: dict[str, Any] = {**config.env.kwargs,
                                   **(config.env.eval_kwargs if evaluation else {})}
     if config.env.max_turns is not None:
@@ -56,3 +70,36 @@ async def collect(config: TrainConfig, policy: Policy, seeds: Sequence[int], gro
     return await (runner or run_groups)(lambda: agentgym.make(env_id, **env_kwargs),
                                         LMAgent(policy, context, sampling), list(seeds), rollout,
                                         env_id=env_id)
+
+
+def _one_env(config: TrainConfig, entry: EnvMixEntry) -> TrainConfig:
+    """The run's config as if ``entry`` were its only env."""
+    return replace(config, env=entry, envs=(), rollout=entry_rollout(entry, config.rollout))
+
+
+async def evaluate_mix(config: TrainConfig, policy: Policy, runner: Runner | None = None
+                       ) -> dict[str, float]:
+    """Greedy held-out evaluation of every env of a mix that has ``eval_seeds``.
+
+    Returns:
+        ``env/<label>/eval/success_rate`` and ``.../reward_mean`` per env (rewards before
+        ``reward_scale``), and ``eval/success_rate``/``eval/reward_mean`` over all of them.
+    """
+    entries = [e for e in config.envs if e.eval_seeds]
+    done = await asyncio.gather(*(
+        collect(_one_env(config, e), policy,
+                range(e.eval_first_seed, e.eval_first_seed + e.eval_seeds), 1, 0.0, seed=0,
+                evaluation=True, runner=runner) for e in entries))
+    out: dict[str, float] = {}
+    every: list[Trajectory] = []
+    for entry, trajs in zip(entries, done, strict=True):
+        ok = [t for t in trajs if t.scorable]
+        every += ok
+        out.update(_held_out(ok, f"env/{entry.label}/eval"))
+    return {**out, **_held_out(every, "eval")} if entries else out
+
+
+def _held_out(trajs: Sequence[Trajectory], prefix: str) -> dict[str, float]:
+    n = max(len(trajs), 1)
+    return {f"{prefix}/success_rate": sum(map(succeeded, trajs)) / n,
+            f"{prefix}/reward_mean": sum(t.outcome_reward or 0.0 for t in trajs) / n}

@@ -20,10 +20,13 @@ from typing import Any, Literal, get_args, get_origin
 import yaml
 
 from agentgym.context import SummarizeConfig
+from agentgym.engines.april import AprilConfig
 from agentgym.engines.config import RayConfig
 from agentgym.errors import ConfigError, did_you_mean
 from agentgym.files import atomic_write
+from agentgym.trainers.horizon import HorizonSchedule
 from agentgym.trainers.supo import SUPOOptions
+from agentgym.trainers.vcpo import VCPOConfig
 
 
 @dataclass(frozen=True)
@@ -109,6 +112,13 @@ class CollectionConfig:
     summarize: SummarizeConfig = field(default_factory=SummarizeConfig)
     """SUPO's working window W, max summaries S (and S at evaluation), max policy calls H and
     the summary prompts (read when context is ``summarize``; docs/supo.md)."""
+    horizon_schedule: HorizonSchedule = field(default_factory=HorizonSchedule)
+    """ScalingInter-RL: the training rollouts' turn cap by step (trainers/horizon.py); the
+    held-out evaluation keeps the env's own limit."""
+    april: AprilConfig = field(default_factory=AprilConfig)
+    """Active partial rollouts: over-provision groups, end a step's collection once
+    ``tasks_per_step`` groups finished, carry unfinished episodes into the next step
+    (agentgym/engines/april.py; docs/scale-out.md)."""
 
 
 @dataclass(frozen=True)
@@ -270,6 +280,10 @@ class AsyncConfig:
     current policy (decoupled PPO), or as if on-policy."""
     max_importance_weight: float = 2.0
     """Truncation cap of the importance weight (stable default; 1 never up-weights)."""
+    vcpo: VCPOConfig = field(default_factory=VCPOConfig)
+    """VCPO: learning rate scaled by the effective sample size of the importance weights,
+    and the off-policy optimal baseline (trainers/vcpo.py); also read under
+    ``rollout.april``, whose carried turns are off-policy too."""
 
     def __post_init__(self) -> None:
         if self.max_staleness < 1:
@@ -359,6 +373,7 @@ class TrainConfig:
         for ok, message in checks:
             if not ok:
                 raise ConfigError(message)
+        self._check_off_policy(info.level)
         k = self.algorithm.options.get("history_length")
         if "history_length" in info.needs:
             name = info.name
@@ -371,6 +386,33 @@ class TrainConfig:
                 raise ConfigError(
                     f"algorithm.options.history_length={k} differs from rollout.history_length="
                     f"{self.rollout.history_length}; {name} must group by the K the prompts used")
+
+
+    def _check_off_policy(self, level: str) -> None:
+        """APRIL and VCPO settings that cannot work together with the rest of the config."""
+        april, vcpo = self.rollout.april, self.async_training.vcpo
+        if april.enabled and self.engine == "ray":
+            raise ConfigError("rollout.april runs episodes in this process; use engine=local "
+                              "or set rollout.april.enabled=false")
+        if april.enabled and self.async_training.enabled \
+                and april.max_staleness < self.async_training.max_staleness:
+            raise ConfigError(f"rollout.april.max_staleness={april.max_staleness} is below "
+                              f"async_training.max_staleness={self.async_training.max_staleness}"
+                              "; APRIL's bound covers the overlap too: raise it")
+        if not vcpo.enabled:
+            return
+        if not (self.async_training.enabled or april.enabled):
+            raise ConfigError("async_training.vcpo corrects off-policy updates; enable "
+                              "async_training.enabled=true or rollout.april.enabled=true")
+        if self.async_training.correction == "none":
+            raise ConfigError("async_training.vcpo needs the importance weights; set "
+                              "async_training.correction=importance")
+        if vcpo.baseline and (level != "trajectory" or self.rollout.context == "summarize"
+                              or self.algorithm.reward_accumulation != "none"):
+            raise ConfigError("async_training.vcpo.baseline replaces the advantages by "
+                              "R_i - b* per trajectory: it needs a trajectory-level estimator "
+                              "(grpo, rloo), no SUPO context and no reward accumulation; "
+                              "or set async_training.vcpo.baseline=false")
 
 
 def from_dict(cls: type[Any], data: Mapping[str, Any], where: str = "") -> Any:

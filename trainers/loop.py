@@ -43,9 +43,10 @@ from agentgym.trainers.advantages import Estimator, estimator_info, get_estimato
 from agentgym.trainers.async_loop import RolloutDriver, make_driver
 from agentgym.trainers.batching import samples_from_groups
 from agentgym.trainers.checkpoint import Checkpointer, TrainState
-from agentgym.trainers.collect import collect
+from agentgym.trainers.collect import collect, evaluate_mix
 from agentgym.trainers.config import TrainConfig, save_config
 from agentgym.trainers.metrics import MetricsLog, is_zero_variance, rollout_metrics, succeeded
+from agentgym.trainers.mixture import per_env_metrics
 from agentgym.trainers.progress_train import ProgressFitter, build_fitter
 from agentgym.trainers.rewards import (
     RewardComponent,
@@ -113,8 +114,9 @@ def build(config: TrainConfig, resume: bool = False) -> Run:
         raise ConfigError(f"--resume: no checkpoint in {run_dir}; start the run without --resume")
     if resume and last is not None:
         checkpoint.check_resumable(last)  # before loading any model
-    for kwargs in (config.env.kwargs, {**config.env.kwargs, **config.env.eval_kwargs}):
-        agentgym.make(config.env.id, **kwargs)  # bad env id/kwargs fail before loading
+    for env in config.envs or (config.env,):
+        for kwargs in (env.kwargs, {**env.kwargs, **env.eval_kwargs}):
+            agentgym.make(env.id, **kwargs)  # bad env id/kwargs fail before loading
     # G-RA/D-RA already charge a malformed turn: one penalty unless the options name λ too
     options = estimator_options(config.algorithm.options, config.algorithm.reward_accumulation)
     if "history_length" in estimator_info(config.algorithm.estimator).needs \
@@ -174,7 +176,7 @@ async def _run(run: Run, progress: Any) -> None:
     task = progress.add_task("training", total=cfg.steps, completed=run.state.step) \
         if progress is not None else None
     try:
-        evaluating = bool(cfg.env.eval_seeds or cfg.eval.suite)
+        evaluating = bool(cfg.eval.suite) or any(e.eval_seeds for e in cfg.envs or (cfg.env,))
         if run.state.step == 0 and evaluating:
             run.log.log(0, await evaluate(run))
         while run.state.step < cfg.steps:
@@ -212,6 +214,8 @@ async def train_step(run: Run) -> dict[str, float]:
     rollout_s = time.perf_counter() - start
     groups = Group.from_trajectories(trajs)
     metrics = rollout_metrics(trajs, groups)
+    if cfg.envs:  # several envs: env/<label>/... besides the totals
+        metrics.update(per_env_metrics(cfg, trajs))
     if metrics["error_rate"] > cfg.algorithm.max_error_rate:
         errors = sorted({x.error or "" for x in trajs if not x.scorable})[:3]
         raise TrainingError(
@@ -270,10 +274,12 @@ async def evaluate(run: Run) -> dict[str, float]:
         from agentgym.evaluation.training import evaluate_suite
 
         out.update(await evaluate_suite(run.config, run.policy, run.state.step))
+    runner = run.driver.run_groups if run.driver is not None else None
+    if run.config.envs:  # several envs: each its own held-out seeds
+        return {**out, **await evaluate_mix(run.config, run.policy, runner)}
     if not cfg.eval_seeds:
         return out
     seeds = range(cfg.eval_first_seed, cfg.eval_first_seed + cfg.eval_seeds)
-    runner = run.driver.run_groups if run.driver is not None else None
     trajs = [x for x in await collect(run.config, run.policy, seeds, 1, 0.0, seed=0,
                                       evaluation=True, runner=runner) if x.scorable]
     n = max(len(trajs), 1)
