@@ -233,7 +233,8 @@ class _LMEpisode:
 
 async def run_episode(env: Env, agent: Agent, *, seed: int | None, group_id: str,
                       config: RolloutConfig = RolloutConfig(),
-                      env_id: str | None = None) -> Trajectory:
+                      env_id: str | None = None,
+                      pause: Callable[[], Awaitable[None]] | None = None) -> Trajectory:
     """Play one episode; env and policy faults give an error trajectory, never an exception.
 
     Args:
@@ -243,6 +244,9 @@ async def run_episode(env: Env, agent: Agent, *, seed: int | None, group_id: str
         group_id: Recorded in the trajectory.
         config: Step cap and timeouts.
         env_id: Recorded in the trajectory.
+        pause: Awaited before every policy call, outside the step timeout; the episode
+            deadline is pushed back by the time it waits (partial rollouts park episodes
+            there between rounds: :mod:`agentgym.engines.april`).
     """
     start = time.perf_counter()
     traj_id, task_id = uuid.uuid4().hex, f"seed-{seed}"
@@ -265,6 +269,8 @@ async def run_episode(env: Env, agent: Agent, *, seed: int | None, group_id: str
                 if max_calls is not None and len(steps) >= max_calls:
                     metrics.update(overlong=1.0, stopped_by_max_calls=1.0)
                     break
+                if pause is not None:
+                    await _paused(pause, episode_limit)
                 try:
                     action, tokens = await _within(step_s, "the policy call", episode.act())
                 except ContextLimitExceeded as exc:
@@ -298,6 +304,15 @@ async def run_episode(env: Env, agent: Agent, *, seed: int | None, group_id: str
     return Trajectory(traj_id, task_id, group_id, prompt, tuple(steps), status=status,
                       env_id=env_id, seed=seed, tools=tuple(env.tools),
                       metrics=metrics).with_outcome()
+
+
+async def _paused(pause: Callable[[], Awaitable[None]], limit: asyncio.Timeout) -> None:
+    """Await ``pause``; time spent parked does not count against the episode timeout."""
+    loop = asyncio.get_running_loop()
+    start, deadline = loop.time(), limit.when()
+    await pause()
+    if deadline is not None:
+        limit.reschedule(deadline + loop.time() - start)
 
 
 async def _summarize(episode: AgentEpisode, index: int) -> tuple[list[Step], dict[str, float]]:
@@ -348,6 +363,32 @@ async def close_env(env: Env, seconds: float) -> str | None:
     return failure
 
 
+async def run_in_fresh_env(make_env: Callable[[], Env], agent: Agent, *, seed: int,
+                           group_id: str, config: RolloutConfig = RolloutConfig(),
+                           env_id: str | None = None,
+                           pause: Callable[[], Awaitable[None]] | None = None) -> Trajectory:
+    """One episode in a new env from ``make_env``, closed after it whatever happens.
+
+    An env that cannot be built (e.g. a sandbox that could not start) gives an error
+    trajectory; a close that fails or hangs is counted in ``metrics["close_failed"]``.
+    ``pause`` is :func:`run_episode`'s.
+    """
+    try:
+        env = make_env()
+    except Exception as exc:  # e.g. a sandbox that could not start
+        return Trajectory(uuid.uuid4().hex, f"seed-{seed}", group_id, (),
+                          status="error", error=f"{type(exc).__name__}: {exc}",
+                          env_id=env_id, seed=seed)
+    try:
+        traj = await run_episode(env, agent, seed=seed, group_id=group_id, config=config,
+                                 env_id=env_id, pause=pause)
+    finally:
+        failure = await asyncio.shield(close_env(env, config.close_timeout))
+    if failure is not None:
+        traj = replace(traj, metrics={**traj.metrics, "close_failed": 1.0})
+    return traj
+
+
 async def run_groups(make_env: Callable[[], Env], agent: Agent, seeds: Iterable[int],
                      config: RolloutConfig = RolloutConfig(), *, env_id: str | None = None,
                      on_done: Callable[[Trajectory], None] | None = None) -> list[Trajectory]:
@@ -370,20 +411,8 @@ async def run_groups(make_env: Callable[[], Env], agent: Agent, seeds: Iterable[
         The trajectories, ordered by seed then rollout index.
     """
     async def one(seed: int, group_id: str) -> Trajectory:
-        try:
-            env = make_env()
-        except Exception as exc:  # e.g. a sandbox that could not start
-            traj = Trajectory(uuid.uuid4().hex, f"seed-{seed}", group_id, (),
-                              status="error", error=f"{type(exc).__name__}: {exc}",
-                              env_id=env_id, seed=seed)
-        else:
-            try:
-                traj = await run_episode(env, agent, seed=seed, group_id=group_id,
-                                         config=config, env_id=env_id)
-            finally:
-                failure = await asyncio.shield(close_env(env, config.close_timeout))
-            if failure is not None:
-                traj = replace(traj, metrics={**traj.metrics, "close_failed": 1.0})
+        traj = await run_in_fresh_env(make_env, agent, seed=seed, group_id=group_id,
+                                      config=config, env_id=env_id)
         if on_done is not None:
             on_done(traj)
         return traj

@@ -28,6 +28,14 @@ time, with current version v, a step sampled by version u has staleness s = v �
 
 Metrics: ``async/staleness_mean``, ``async/staleness_max``, ``async/dropped_stale``,
 ``async/stale_samples``, ``async/is_weight_mean|std|min|max``, ``async/is_truncated_frac``.
+
+**Partial rollouts** (``rollout.april``, :mod:`agentgym.engines.april`): a step's rollouts
+come from a pool that ends its round once ``tasks_per_step`` groups finished and carries the
+unfinished episodes into the next round. Their older turns are stale exactly like overlapped
+ones: the same bound (``rollout.april.max_staleness``) and correction apply, with or without
+overlap. **VCPO** (``async_training.vcpo``, :mod:`agentgym.trainers.vcpo`) then scales the
+update's learning rate by the effective sample size of the importance weights and, with
+its baseline, sets the advantages to R_i − b*.
 """
 
 from __future__ import annotations
@@ -43,6 +51,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from agentgym.engines.april import PartialRollouts
 from agentgym.engines.versioned import VersionedAgent
 from agentgym.errors import ConfigError
 from agentgym.policies.backends import BackendOptions, build_backend
@@ -53,7 +62,8 @@ from agentgym.trainers.checkpoint import TrainState, trainable_state
 from agentgym.trainers.collect import collect
 from agentgym.trainers.config import TrainConfig
 from agentgym.trainers.update import ONE_PROCESS, Learner, UpdateConfig, ppo_update
-from agentgym.types import Trajectory
+from agentgym.trainers.vcpo import apply_vcpo
+from agentgym.types import Group, Trajectory
 
 if TYPE_CHECKING:
     from agentgym.engines.ray_engine import RayEngine
@@ -140,15 +150,40 @@ class RolloutDriver:
     """The multi-GPU updater when world size > 1."""
     version: int = 0
     """Policy version of the generation weights (weight syncs so far)."""
+    april: PartialRollouts | None = None
+    """The partial-rollout pool (``rollout.april``), or None."""
     _pending: dict[int, asyncio.Task[list[Trajectory]]] = field(default_factory=dict)
     _ages: dict[tuple[str, int], int] = field(default_factory=dict)
     _metrics: dict[str, float] = field(default_factory=dict)
     _synced: bool = False
+    _round_metrics: list[dict[str, float]] = field(default_factory=list)
 
     @property
     def overlap(self) -> bool:
         """Whether generation runs ahead of the update."""
         return self.config.async_training.enabled
+
+    @property
+    def off_policy(self) -> bool:
+        """Whether trained turns may be older than the weights (overlap or carried episodes)."""
+        return self.overlap or self.april is not None
+
+    @property
+    def max_staleness(self) -> int:
+        """The staleness bound: APRIL's when partial rollouts are on (it covers overlap)."""
+        cfg = self.config
+        return cfg.rollout.april.max_staleness if self.april is not None \
+            else cfg.async_training.max_staleness
+
+    async def _april_round(self, make_env: Callable[[], Any], agent: Any,
+                           seeds: Sequence[int], config: RolloutConfig, *,
+                           env_id: str | None = None) -> list[Trajectory]:
+        """A :data:`~agentgym.trainers.collect.Runner` on the pool: ``len(seeds)`` groups."""
+        assert self.april is not None
+        trajs, metrics = await self.april.round(make_env, VersionedAgent(agent), len(seeds),
+                                                config, env_id=env_id)
+        self._round_metrics.append(metrics)
+        return trajs
 
     async def run_groups(self, make_env: Callable[[], Any], agent: Any, seeds: Sequence[int],
                          config: RolloutConfig | None = None, *, env_id: str | None = None,
@@ -177,56 +212,95 @@ class RolloutDriver:
             first = next_seed + (k - step) * cfg.rollout.tasks_per_step
             seeds = range(first, first + cfg.rollout.tasks_per_step)
             # Same sampling seed as the embedded loop gives step k.
+            runner = self.run_groups if self.april is None else self._april_round
             return asyncio.ensure_future(collect(
                 cfg, self.policy, seeds, cfg.rollout.group_size, cfg.rollout.temperature,
-                seed=cfg.seed * 100_003 + k, runner=self.run_groups))
+                seed=cfg.seed * 100_003 + k, runner=runner,
+                max_turns=cfg.rollout.horizon_schedule.at(k)))
 
         ahead = cfg.async_training.max_staleness if self.overlap else 0
         for k in range(step, min(step + ahead, cfg.steps - 1) + 1):
             if k not in self._pending:
                 self._pending[k] = launch(k)
         trajs = await self._pending.pop(step)
-        if not self.overlap:
+        if not self.off_policy:
             return trajs
-        trajs, self._ages, self._metrics = drop_stale(trajs, self.version,
-                                                      cfg.async_training.max_staleness)
+        trajs, self._ages, self._metrics = drop_stale(trajs, self.version, self.max_staleness)
+        if self._round_metrics:  # rounds finish in step order
+            self._metrics.update(self._round_metrics.pop(0))
         return trajs
 
-    async def update(self, samples: list[Sample], step: int) -> dict[str, float]:
-        """The policy update (in a worker thread when overlapping, so generation goes on)."""
-        work = functools.partial(self._update, samples, step)
+    async def update(self, samples: list[Sample], step: int,
+                     groups: Sequence[Group] = ()) -> dict[str, float]:
+        """The policy update (in a worker thread when overlapping, so generation goes on).
+
+        Args:
+            samples: The step's samples.
+            step: The training step.
+            groups: The trained groups (their returns R_i feed VCPO's baseline).
+        """
+        rewards = {t.id: t.outcome_reward for g in groups for t in g.trajectories
+                   if t.outcome_reward is not None}
+        work = functools.partial(self._update, samples, step, rewards)
         if not self.overlap:
             return {**self._metrics, **work()}
         if self.engine is None and self.learner.device.type == "cpu":
             _split_cpu_threads()
         return {**self._metrics, **await asyncio.to_thread(work)}
 
-    def _update(self, samples: list[Sample], step: int) -> dict[str, float]:
+    def _update(self, samples: list[Sample], step: int,
+                rewards: dict[str, float]) -> dict[str, float]:
         extra: dict[str, float] = {}
-        if self.overlap:
-            samples, extra = self._correct(samples)
+        scale = 1.0
+        if self.off_policy:
+            samples, scale, extra = self._correct(samples, rewards)
         if self.distributed is not None:
             return {**extra, **self.distributed.update(samples, step)}
-        return {**extra, **ppo_update(self.learner, samples, UpdateConfig.of(self.config),
-                                      step=step)}
+        groups = self.learner.optimizer.param_groups
+        base = [g["lr"] for g in groups]
+        for g in groups:  # VCPO: this update only takes η · scale
+            g["lr"] *= scale
+        try:
+            return {**extra, **ppo_update(self.learner, samples, UpdateConfig.of(self.config),
+                                          step=step)}
+        finally:
+            for g, lr in zip(groups, base, strict=True):
+                g["lr"] = lr
 
-    def _correct(self, samples: list[Sample]) -> tuple[list[Sample], dict[str, float]]:
+    def _correct(self, samples: list[Sample], rewards: dict[str, float]
+                 ) -> tuple[list[Sample], float, dict[str, float]]:
+        """Importance-corrected samples, VCPO's learning-rate scale and their metrics."""
         ac = self.config.async_training
         stale = [i for i, s in enumerate(samples)
                  if self._ages.get((s.traj_id, s.step_index), 0) > 0]
         metrics = {"async/stale_samples": float(len(stale))}
-        if not stale or ac.correction == "none":
-            return samples, metrics
+        if (not stale and not ac.vcpo.enabled) or ac.correction == "none":
+            return samples, 1.0, metrics
         old = [samples[i] for i in stale]
-        if self.distributed is not None:
+        if not old:
+            proximal: list[Sample] = []
+        elif self.distributed is not None:
             proximal = self.distributed.recompute_all(old)
         else:
             proximal = ONE_PROCESS.recompute(self.learner, old, UpdateConfig.of(self.config))
+        scale = 1.0
+        if ac.vcpo.enabled:
+            samples, scale, stats = apply_vcpo(
+                self.learner, samples, dict(zip(stale, proximal, strict=True)), rewards,
+                ac.vcpo, max_weight=ac.max_importance_weight,
+                temperature=self.config.rollout.temperature,
+                max_tokens=self.config.optim.max_tokens_per_micro_batch)
+            metrics.update(stats)
+            old = [samples[i] for i in stale]  # the advantages VCPO set
+            proximal = [replace(p, advantage=s.advantage)
+                        for p, s in zip(proximal, old, strict=True)]
+        if not old:
+            return samples, scale, metrics
         fixed, stats = importance_correct(old, proximal, ac.max_importance_weight)
         out = list(samples)
         for i, s in zip(stale, fixed, strict=True):
             out[i] = s
-        return out, {**metrics, **stats}
+        return out, scale, {**metrics, **stats}
 
     async def sync(self, bump: bool = True) -> None:
         """Push the trained weights to the generation copy (a new policy version)."""
@@ -238,7 +312,8 @@ class RolloutDriver:
             await self.engine.sync_weights(state, self.version)
         # The in-process policy: a generation copy to fill, or (Ray, one process) the
         # trained model itself, whose version is the one logged.
-        copy_weights = self.engine is None or self.distributed is not None
+        copy_weights = (self.engine is None or self.distributed is not None) \
+            and self.policy.model is not self.learner.model  # APRIL alone shares them
         await self.policy.update_weights(state if copy_weights else [], version=self.version)
         self._synced = True
 
@@ -248,6 +323,8 @@ class RolloutDriver:
             task.cancel()
         await asyncio.gather(*self._pending.values(), return_exceptions=True)
         self._pending.clear()
+        if self.april is not None:
+            await self.april.aclose()
         if self.distributed is not None:
             self.distributed.stop()
         if self.engine is not None:
@@ -286,8 +363,12 @@ def make_driver(config: TrainConfig, state: TrainState, learner: Learner,
 
     cfg = config
     multi = distributed.world_size() > 1
-    if cfg.engine == "local" and not cfg.async_training.enabled and not multi:
+    if cfg.engine == "local" and not cfg.async_training.enabled and not multi \
+            and not cfg.rollout.april.enabled:
         return None
+    if multi and (cfg.rollout.april.enabled or cfg.async_training.vcpo.enabled):
+        raise ConfigError("rollout.april and async_training.vcpo run in one process; "
+                          "launch without torchrun or turn them off")
     if cfg.model.lora.enabled and (cfg.engine == "ray" or cfg.async_training.enabled or multi):
         raise ConfigError("model.lora.enabled is not supported with engine=ray, async training "
                           "or multi-GPU updates yet; train every weight (model.lora.enabled="
@@ -319,5 +400,7 @@ def make_driver(config: TrainConfig, state: TrainState, learner: Learner,
         updater = distributed.FSDPUpdater.shard(learner.model, learner.reference,
                                                 learner.pad_token_id, cfg)
         learner = updater.learner
+    april = PartialRollouts(cfg.rollout.april, first_seed=state.next_seed) \
+        if cfg.rollout.april.enabled else None
     return RolloutDriver(cfg, policy, learner, engine=engine, distributed=updater,
-                         version=state.step)
+                         version=state.step, april=april)

@@ -28,7 +28,8 @@ Runner = Callable[..., Awaitable[list[Trajectory]]]
 
 async def collect(config: TrainConfig, policy: Policy, seeds: Sequence[int], group_size: int,
                   temperature: float, seed: int, *, evaluation: bool = False,
-                  runner: Runner | None = None) -> list[Trajectory]:
+                  runner: Runner | None = None, max_turns: int | None = None
+                  ) -> list[Trajectory]:
     """``group_size`` rollouts of each seed's task with ``policy``.
 
     Args:
@@ -41,6 +42,8 @@ async def collect(config: TrainConfig, policy: Policy, seeds: Sequence[int], gro
         evaluation: Held-out evaluation: ``env.eval_kwargs`` apply, and SUPO's evaluation
             summary budget.
         runner: How episodes run (default: :func:`agentgym.rollout.run_groups` here).
+        max_turns: The horizon schedule's turn cap of this step (None: the env's own limit;
+            ignored at evaluation).
 
     Returns:
         The trajectories, error ones included.
@@ -49,7 +52,7 @@ async def collect(config: TrainConfig, policy: Policy, seeds: Sequence[int], gro
         parts = split_seeds(config.envs, list(seeds))
         done = await asyncio.gather(*(
             collect(_one_env(config, entry), policy, env_seeds, group_size, temperature, seed,
-                    evaluation=evaluation, runner=runner)
+                    evaluation=evaluation, runner=runner, max_turns=max_turns)
             for entry, env_seeds in parts if env_seeds))
         mine = [entry for entry, env_seeds in parts if env_seeds]
         return [t for entry, trajs in zip(mine, done, strict=True)
@@ -64,8 +67,9 @@ async def collect(config: TrainConfig, policy: Policy, seeds: Sequence[int], gro
                             max_prompt_tokens=r.max_prompt_tokens, summarize=summarize)
     sampling = SamplingParams(temperature=temperature, top_p=r.top_p, max_tokens=r.max_tokens,
                               seed=seed)
+    cap = {} if max_turns is None or evaluation else {"max_steps": max_turns}
     rollout = RolloutConfig(group_size=group_size, concurrency=r.concurrency,
-                            step_timeout=r.step_timeout)
+                            step_timeout=r.step_timeout, **cap)
     env_id = config.env.id
     return await (runner or run_groups)(lambda: agentgym.make(env_id, **env_kwargs),
                                         LMAgent(policy, context, sampling), list(seeds), rollout,

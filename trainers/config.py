@@ -387,7 +387,6 @@ class TrainConfig:
                     f"algorithm.options.history_length={k} differs from rollout.history_length="
                     f"{self.rollout.history_length}; {name} must group by the K the prompts used")
 
-
     def _check_off_policy(self, level: str) -> None:
         """APRIL and VCPO settings that cannot work together with the rest of the config."""
         april, vcpo = self.rollout.april, self.async_training.vcpo

@@ -205,15 +205,19 @@ async def _run(run: Run, progress: Any) -> None:
 async def train_step(run: Run) -> dict[str, float]:
     """One step: collect → drop errors → rewards → advantages → update → sync."""
     cfg, start, step = run.config, time.perf_counter(), run.state.step
+    horizon = cfg.rollout.horizon_schedule.at(step)  # ScalingInter-RL's turn cap, or None
     if run.driver is not None:
         trajs = await run.driver.collect(step, run.state.next_seed)
     else:
         seeds = range(run.state.next_seed, run.state.next_seed + cfg.rollout.tasks_per_step)
         trajs = await collect(cfg, run.policy, seeds, cfg.rollout.group_size,
-                              cfg.rollout.temperature, seed=cfg.seed * 100_003 + step)
+                              cfg.rollout.temperature, seed=cfg.seed * 100_003 + step,
+                              max_turns=horizon)
     rollout_s = time.perf_counter() - start
     groups = Group.from_trajectories(trajs)
     metrics = rollout_metrics(trajs, groups)
+    if horizon is not None:
+        metrics["horizon/max_turns"] = float(horizon)
     if cfg.envs:  # several envs: env/<label>/... besides the totals
         metrics.update(per_env_metrics(cfg, trajs))
     if metrics["error_rate"] > cfg.algorithm.max_error_rate:
@@ -240,12 +244,15 @@ async def train_step(run: Run) -> dict[str, float]:
     update_start = time.perf_counter()
     driver = run.driver
     if driver is not None:  # async: update in a thread while rollouts go on; then sync
-        metrics.update(await driver.update(samples, step))
+        metrics.update(await driver.update(samples, step, kept))
         await driver.sync()
     else:
         metrics.update(ppo_update(run.learner, samples, UpdateConfig.of(cfg), step=step))
         await run.policy.update_weights([])  # it shares the trained weights: a new version
-    run.state = TrainState(step + 1, run.state.next_seed + cfg.rollout.tasks_per_step)
+    next_seed = run.state.next_seed + cfg.rollout.tasks_per_step
+    if driver is not None and driver.april is not None:  # APRIL takes seeds as it needs
+        next_seed = driver.april.next_seed
+    run.state = TrainState(step + 1, next_seed)
     metrics.update(groups_trained=float(len(kept)), samples=float(len(samples)),
                    trained_tokens=float(sum(x.length for x in samples)),
                    rollout_s=rollout_s, update_s=time.perf_counter() - update_start,
