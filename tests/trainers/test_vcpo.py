@@ -138,7 +138,7 @@ def test_async_run_scales_the_learning_rate_by_ess(tmp_path, tiny_model_dir, mon
     assert rows[0]["vcpo/ess_ratio"] == pytest.approx(1.0)  # step 0 is on-policy
     stale = [r for r in rows if r["async/stale_samples"] > 0]
     assert stale and all(r["vcpo/ess_ratio"] < 1.0 for r in stale)
-    for (step, lr, _), row in zip(seen, rows, strict=True):
+    for (_step, lr, _), row in zip(seen, rows, strict=True):
         assert lr == pytest.approx(0.05 * row["vcpo/lr_scale"])
         assert row["vcpo/lr_scale"] == pytest.approx(row["vcpo/ess_ratio"])  # linear rule
         assert row["vcpo/ess"] == pytest.approx(row["vcpo/ess_ratio"] * row["samples"])
