@@ -51,6 +51,10 @@ class EnvSpec:
         requires: What the env needs beyond agentgym's core: system parts
             (:data:`SYSTEM_REQUIREMENTS`: ``docker``, ``browser``, ``java``, ``gpu``,
             ``network``) and pip extras as ``extra:NAME``; shown by ``agentgym envs``.
+        alias_of: For an id that names one configuration of another registered env (e.g.
+            ``miniwob/click-button-v0`` for ``miniwob/MiniWoB-v0`` with ``task="click-button"``),
+            that env's id. Tests that run every registered env run each base env once and
+            a sample of its aliases.
     """
 
     id: str
@@ -60,6 +64,7 @@ class EnvSpec:
     max_turns: int | None = None
     max_observation_chars: int | None = DEFAULT_MAX_OBSERVATION_CHARS
     requires: tuple[str, ...] = ()
+    alias_of: str | None = None
 
     @property
     def extras(self) -> tuple[str, ...]:
@@ -251,6 +256,7 @@ def register(
     max_turns: int | None = None,
     max_observation_chars: int | None = DEFAULT_MAX_OBSERVATION_CHARS,
     requires: tuple[str, ...] | list[str] = (),
+    alias_of: str | None = None,
     **kwargs: Any,
 ) -> EnvSpec:
     """Register an env under a versioned id (also in Gymnasium's registry).
@@ -264,6 +270,8 @@ def register(
         requires: What the env needs beyond the core: ``docker``, ``browser``, ``java``,
             ``gpu``, ``network`` and pip extras as ``extra:NAME`` (``agentgym envs`` shows
             them; tests pick the envs they can run by them).
+        alias_of: The id of the env this one configures (same entry point, defaults in
+            ``kwargs``); see :attr:`EnvSpec.alias_of`.
         **kwargs: Default keyword arguments for the entry point.
 
     Returns:
@@ -281,8 +289,15 @@ def register(
         raise RegistrationError(
             f"entry_point for {id!r} must be a callable or 'module:attr', got {entry_point!r}"
         )
+    if alias_of is not None:
+        base = registry._specs.get(alias_of)
+        if base is None or base.entry_point != entry_point:
+            raise RegistrationError(
+                f"{id!r} is registered as an alias of {alias_of!r}, which "
+                + ("is not registered (register it first)" if base is None else
+                   f"has another entry point ({base.entry_point!r}, not {entry_point!r})"))
     spec = EnvSpec(id, entry_point, dict(kwargs), description, max_turns, max_observation_chars,
-                   _check_requires(id, requires))
+                   _check_requires(id, requires), alias_of)
     registry.add(spec)
     from agentgym.gym_bridge import register_in_gymnasium
 

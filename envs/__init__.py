@@ -121,3 +121,40 @@ register("miniwob/MiniWoB-v0", "agentgym.envs.miniwob:MiniWoBEnv",
          description="MiniWoB++ web tasks (task=..., 130 of them) on the miniwob package's own "
                      "pages and rewards, in real Chromium.",
          max_turns=60, requires=("browser", "extra:miniwob"))
+# One id per task of miniwob 1.1.0 (the pinned version), named here so that registering
+# imports nothing; envs/miniwob/tasks.py reads the same list from the installed package (a
+# test keeps them equal).
+MINIWOB_TASKS = (
+    "ascending-numbers", "bisect-angle", "book-flight", "book-flight-nodelay", "button-delay",
+    "buy-ticket", "chase-circle", "choose-date", "choose-date-easy", "choose-date-medium",
+    "choose-date-nodelay", "choose-list", "circle-center", "click-button",
+    "click-button-sequence", "click-checkboxes", "click-checkboxes-large",
+    "click-checkboxes-soft", "click-checkboxes-transfer", "click-collapsible",
+    "click-collapsible-2", "click-collapsible-2-nodelay", "click-collapsible-nodelay",
+    "click-color", "click-dialog", "click-dialog-2", "click-link", "click-menu", "click-menu-2",
+    "click-option", "click-pie", "click-pie-nodelay", "click-scroll-list", "click-shades",
+    "click-shape", "click-tab", "click-tab-2", "click-tab-2-easy", "click-tab-2-hard",
+    "click-tab-2-medium", "click-test", "click-test-2", "click-test-transfer", "click-widget",
+    "copy-paste", "copy-paste-2", "count-shape", "count-sides", "daily-calendar", "drag-box",
+    "drag-circle", "drag-cube", "drag-items", "drag-items-grid", "drag-shapes", "drag-shapes-2",
+    "drag-single-shape", "drag-sort-numbers", "draw-circle", "draw-line", "email-inbox",
+    "email-inbox-delete", "email-inbox-forward", "email-inbox-forward-nl",
+    "email-inbox-forward-nl-turk", "email-inbox-important", "email-inbox-nl-turk",
+    "email-inbox-noscroll", "email-inbox-reply", "email-inbox-star-reply", "enter-date",
+    "enter-password", "enter-text", "enter-text-2", "enter-text-dynamic", "enter-time",
+    "find-greatest", "find-midpoint", "find-word", "focus-text", "focus-text-2", "form-sequence",
+    "form-sequence-2", "form-sequence-3", "generate-number", "grid-coordinate", "guess-number",
+    "highlight-text", "highlight-text-2", "hot-cold", "hover-shape", "identify-shape",
+    "login-user", "login-user-popup", "moving-items", "multi-layouts", "multi-orderings",
+    "navigate-tree", "number-checkboxes", "odd-or-even", "order-food", "phone-book", "read-table",
+    "read-table-2", "resize-textarea", "right-angle", "scroll-text", "scroll-text-2",
+    "search-engine", "sign-agreement", "simon-says", "simple-algebra", "simple-arithmetic",
+    "social-media", "social-media-all", "social-media-some", "stock-market", "terminal",
+    "text-editor", "text-transform", "tic-tac-toe", "unicode-test", "use-autocomplete",
+    "use-autocomplete-nodelay", "use-colorwheel", "use-colorwheel-2", "use-slider",
+    "use-slider-2", "use-spinner", "visual-addition",
+)
+for _task in MINIWOB_TASKS:
+    register(f"miniwob/{_task}-v0", "agentgym.envs.miniwob:MiniWoBEnv", task=_task,
+             alias_of="miniwob/MiniWoB-v0", max_turns=60, requires=("browser", "extra:miniwob"),
+             description=f"MiniWoB++ {_task} (miniwob/MiniWoB-v0 with task={_task}).")

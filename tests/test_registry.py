@@ -316,3 +316,17 @@ def test_broken_plugin_warns_and_hides_nothing(plugin_dir: Path) -> None:
     assert "dummyplugin/Plugin-v0" in registry
     assert "dummyplugin/ModuleStyle-v0" in registry
     assert "agentgym/Sokoban-v0" in registry
+
+
+def test_alias_ids_configure_a_registered_env() -> None:
+    agentgym.register("agtest/Counter-v0", CounterEnv, size=5)
+    alias = agentgym.register("agtest/Counter9-v0", CounterEnv, alias_of="agtest/Counter-v0",
+                              size=9)
+    assert alias.alias_of == "agtest/Counter-v0" and agentgym.spec("agtest/Counter-v0").alias_of \
+        is None
+    assert agentgym.make("agtest/Counter9-v0").unwrapped.size == 9
+    with pytest.raises(RegistrationError, match="is not registered"):
+        agentgym.register("agtest/Orphan-v0", CounterEnv, alias_of="agtest/Nothing-v0")
+    with pytest.raises(RegistrationError, match="has another entry point"):
+        agentgym.register("agtest/Other-v0", counter_factory, alias_of="agtest/Counter-v0")
+    assert "agtest/Orphan-v0" not in registry and "agtest/Other-v0" not in registry

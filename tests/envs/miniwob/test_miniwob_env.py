@@ -115,10 +115,12 @@ async def test_screenshot_field_and_render(browser) -> None:
         assert "screenshot" not in info
 
 
-@pytest.mark.parametrize("task", ["click-button", "email-inbox"])
-async def test_contract_checks_pass(browser, task: str) -> None:
+@pytest.mark.parametrize(("env_id", "kwargs"), [("miniwob/MiniWoB-v0", {"task": "click-button"}),
+                                               ("miniwob/email-inbox-v0", {})])
+async def test_contract_checks_pass(browser, env_id: str, kwargs: dict) -> None:
     def make():
-        return agentgym.make("miniwob/MiniWoB-v0", task=task)
+        return agentgym.make(env_id, **kwargs)
 
     ran = await agentgym.check_env(make(), make_env=make)
     assert "determinism" in ran
+

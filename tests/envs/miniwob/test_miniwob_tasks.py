@@ -23,6 +23,31 @@ def test_tasks_come_from_the_installed_package() -> None:
     assert miniwob.package_version() == "1.1.0"
 
 
+def test_every_task_has_its_own_id_listed_by_agentgym_envs() -> None:
+    from typer.testing import CliRunner
+
+    from agentgym.cli import app
+
+    aliases = {i: s for i, s in agentgym.registry.items() if s.alias_of == "miniwob/MiniWoB-v0"}
+    assert set(aliases) == {f"miniwob/{t}-v0" for t in miniwob.task_names()}
+    assert all(s.kwargs == {"task": i[len("miniwob/"):-len("-v0")]} for i, s in aliases.items())
+    base = agentgym.spec("miniwob/MiniWoB-v0")
+    assert all((s.entry_point, s.max_turns, s.requires) ==
+               (base.entry_point, base.max_turns, base.requires) for s in aliases.values())
+    env = agentgym.make("miniwob/click-tab-2-v0")
+    assert env.unwrapped.task == "click-tab-2" and env.max_turns == base.max_turns
+    assert agentgym.make("miniwob/MiniWoB-v0", task="click-tab-2").unwrapped.task == "click-tab-2"
+    listing = CliRunner(env={"COLUMNS": "400"}).invoke(app, ["envs"]).output
+    assert "miniwob/click-tab-2-v0" in listing and "miniwob/use-autocomplete-v0" in listing
+
+
+def test_a_mistyped_task_id_names_the_closest() -> None:
+    from agentgym.errors import UnknownEnvError
+
+    with pytest.raises(UnknownEnvError, match="miniwob/click-button-v0"):
+        agentgym.make("miniwob/click-buton-v0")
+
+
 def test_unknown_task_and_bad_arguments_raise_with_the_fix() -> None:
     with pytest.raises(ConfigError, match="did you mean 'click-button'"):
         agentgym.make("miniwob/MiniWoB-v0", task="click-buton")
