@@ -57,6 +57,32 @@ def test_unknown_task_and_bad_arguments_raise_with_the_fix() -> None:
         agentgym.make("miniwob/MiniWoB-v0", reward="shaped")
 
 
+# The 54 tasks of Kim et al. 2023 (RCI), as task_names.json of the authors' repository
+# (github.com/posgnu/rci-agent) lists them.
+RCI_TASKS = {
+    "choose-list", "click-button", "click-button-sequence", "click-checkboxes",
+    "click-checkboxes-large", "click-checkboxes-soft", "click-checkboxes-transfer",
+    "click-collapsible", "click-collapsible-2", "click-color", "click-dialog", "click-dialog-2",
+    "click-link", "click-menu", "click-option", "click-scroll-list", "click-shades",
+    "click-shape", "click-tab", "click-tab-2", "click-tab-2-hard", "click-test", "click-test-2",
+    "click-widget", "count-shape", "email-inbox", "email-inbox-forward-nl",
+    "email-inbox-forward-nl-turk", "email-inbox-nl-turk", "enter-date", "enter-password",
+    "enter-text", "enter-text-dynamic", "enter-time", "focus-text", "focus-text-2",
+    "grid-coordinate", "guess-number", "identify-shape", "login-user", "login-user-popup",
+    "multi-layouts", "multi-orderings", "navigate-tree", "search-engine", "simple-algebra",
+    "social-media", "social-media-all", "social-media-some", "terminal", "text-transform",
+    "tic-tac-toe", "use-autocomplete", "use-spinner",
+}
+
+
+def test_the_miniwob_suite_is_the_rci_task_set() -> None:
+    from agentgym.evaluation.suites import get_suite
+
+    core = get_suite("miniwob")
+    assert len(RCI_TASKS) == 54 and core.version >= 2
+    assert [e.kwargs["task"] for e in core.entries] == sorted(RCI_TASKS)
+
+
 def test_suites_name_real_tasks_with_versioned_seeds() -> None:
     from agentgym.evaluation.suites import get_suite
 
