@@ -67,9 +67,10 @@ async def collect(config: TrainConfig, policy: Policy, seeds: Sequence[int], gro
                             max_prompt_tokens=r.max_prompt_tokens, summarize=summarize)
     sampling = SamplingParams(temperature=temperature, top_p=r.top_p, max_tokens=r.max_tokens,
                               seed=seed)
-    cap = {} if max_turns is None or evaluation else {"max_steps": max_turns}
+    # the engine's step cap: the horizon schedule's in training, else rollout.max_steps
+    cap = r.max_steps if max_turns is None or evaluation else max_turns
     rollout = RolloutConfig(group_size=group_size, concurrency=r.concurrency,
-                            step_timeout=r.step_timeout, **cap)
+                            step_timeout=r.step_timeout, max_steps=cap)
     env_id = config.env.id
     return await (runner or run_groups)(lambda: agentgym.make(env_id, **env_kwargs),
                                         LMAgent(policy, context, sampling), list(seeds), rollout,

@@ -109,6 +109,16 @@ class CollectionConfig:
     """Longer prompts end the episode as truncated."""
     step_timeout: float = 300.0
     """Seconds per policy call or env step before the episode is an error."""
+    max_steps: int = 100
+    """The rollout engine's cap on env steps per episode (summary turns not counted),
+    for envs without a turn limit of their own; an episode that reaches it ends as
+    ``truncated``, which SUPO's overlong masking counts (trainers/supo.py ``is_overlong``)."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.max_steps, int) or self.max_steps < 1:
+            raise ConfigError(f"rollout.max_steps must be an int >= 1 (the engine's cap on "
+                              f"steps per episode), got {self.max_steps!r}; the default is 100")
+
     summarize: SummarizeConfig = field(default_factory=SummarizeConfig)
     """SUPO's working window W, max summaries S (and S at evaluation), max policy calls H and
     the summary prompts (read when context is ``summarize``; docs/supo.md)."""
@@ -119,6 +129,30 @@ class CollectionConfig:
     """Active partial rollouts: over-provision groups, end a step's collection once
     ``tasks_per_step`` groups finished, carry unfinished episodes into the next step
     (agentgym/engines/april.py; docs/scale-out.md)."""
+
+
+@dataclass(frozen=True)
+class ValueConfig:
+    """The value head that GAE needs (``algorithm.value``; trainers/critic.py).
+
+    Built only when the estimator reads values: ``estimator: gae``, or
+    ``estimator: spa`` with ``options.advantage: gae``.
+    """
+
+    lr: float = 1e-5
+    """AdamW learning rate of the critic (its own optimizer, not the policy's)."""
+    epochs: int = 1
+    """Optimizer steps on each training step's value targets."""
+    clip: float = 0.2
+    """ε_V of the clipped value loss (TRL's and verl's default)."""
+    max_tokens_per_micro_batch: int = 8192
+    """Padded tokens per critic forward pass."""
+
+    def __post_init__(self) -> None:
+        if not (self.lr > 0 and self.epochs >= 1 and self.clip > 0
+                and self.max_tokens_per_micro_batch >= 1):
+            raise ConfigError(f"algorithm.value needs lr > 0, epochs >= 1, clip > 0 and "
+                              f"max_tokens_per_micro_batch >= 1, got {self}")
 
 
 @dataclass(frozen=True)
@@ -140,6 +174,8 @@ class AlgorithmConfig:
     """Fields of ``trainers.rewards.SWERewardConfig`` (the SWE preset's components)."""
     supo: SUPOOptions = field(default_factory=SUPOOptions)
     """SUPO training: overlong masking, step-level estimators (rollout.context=summarize)."""
+    value: ValueConfig = field(default_factory=ValueConfig)
+    """The critic of GAE advantages (read only when the estimator uses values)."""
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -40,11 +40,13 @@ from agentgym.policies.hf import TransformersPolicy
 from agentgym.policies.models import load_model
 from agentgym.trainers import checkpoint
 from agentgym.trainers.advantages import Estimator, estimator_info, get_estimator
+from agentgym.trainers.advantages.gae import ValueEstimator
 from agentgym.trainers.async_loop import RolloutDriver, make_driver
 from agentgym.trainers.batching import samples_from_groups
 from agentgym.trainers.checkpoint import Checkpointer, TrainState
 from agentgym.trainers.collect import collect, evaluate_mix
 from agentgym.trainers.config import TrainConfig, save_config
+from agentgym.trainers.critic import Critic
 from agentgym.trainers.metrics import MetricsLog, is_zero_variance, rollout_metrics, succeeded
 from agentgym.trainers.mixture import per_env_metrics
 from agentgym.trainers.progress_train import ProgressFitter, build_fitter
@@ -96,6 +98,8 @@ class Run:
     """Ray rollouts, async overlap or multi-GPU updates; None for the embedded loop."""
     state: TrainState
     """Where the run stands (the step and the next training seed)."""
+    critic: Critic | None = None
+    """GAE's value head, or None (trainers/critic.py)."""
 
     @property
     def model(self) -> torch.nn.Module:
@@ -138,6 +142,8 @@ def build(config: TrainConfig, resume: bool = False) -> Run:
                                   dtype=config.model.dtype)
     reference = _frozen_copy(model) if config.loss.kl_coef > 0 else None
     progress = build_fitter(config, model, last if resume else None)  # copies the initial policy
+    critic = (Critic.from_policy(model, config.algorithm.value)  # GAE's value head
+              if isinstance(estimator, ValueEstimator) and estimator.uses_values else None)
     if config.model.lora.enabled:
         model = _with_lora(model, config)
     policy = TransformersPolicy(model, tokenizer, max_batch_size=config.model.max_batch_size,
@@ -158,7 +164,8 @@ def build(config: TrainConfig, resume: bool = False) -> Run:
     checkpointer = Checkpointer(run_dir, config.save_every,
                                 resumable=config.resumable_checkpoints)
     return Run(config, learner, policy, weights, estimator, rewards, progress,
-               MetricsLog(run_dir, config.tensorboard), checkpointer, driver, state)
+               MetricsLog(run_dir, config.tensorboard), checkpointer, driver, state,
+               critic=critic)
 
 
 def train(config: TrainConfig, resume: bool = False, progress: Any = None) -> Path:
@@ -230,6 +237,8 @@ async def train_step(run: Run) -> dict[str, float]:
     if run.rewards is not None and accumulation != "none":  # G-RA / D-RA: rewritten rewards
         groups = rescore_groups(groups, run.rewards, accumulation)
         metrics.update(accumulation_metrics(groups))
+    if run.critic is not None:  # GAE: V(s_t) into every step, where the estimator reads it
+        groups = run.critic.annotate(groups)
     if run.progress is not None:  # SPA: refit the progress estimator, write ĉ_t into the steps
         groups = await run.progress.on_groups(step, groups, metrics, _explorer(run))
     kept = [g for g in groups if len(g.scorable) >= 2
@@ -249,6 +258,8 @@ async def train_step(run: Run) -> dict[str, float]:
     else:
         metrics.update(ppo_update(run.learner, samples, UpdateConfig.of(cfg), step=step))
         await run.policy.update_weights([])  # it shares the trained weights: a new version
+    if run.critic is not None and kept:  # after the policy update, on the same targets
+        metrics.update(run.critic.fit(kept, cast(ValueEstimator, run.estimator).returns(kept)))
     next_seed = run.state.next_seed + cfg.rollout.tasks_per_step
     if driver is not None and driver.april is not None:  # APRIL takes seeds as it needs
         next_seed = driver.april.next_seed

@@ -145,7 +145,7 @@ def parse_options(options_cls: type[EstimatorOptions], pairs: Mapping[str, str])
 
 
 Level = Literal["trajectory", "step"]
-Need = Literal["history_length", "progress_model"]
+Need = Literal["history_length", "progress_model", "value_model"]
 
 
 @dataclass(frozen=True)
@@ -169,7 +169,9 @@ class EstimatorInfo:
     """Statistics over the G rollouts of a task: ``rollout.group_size`` must be >= 2."""
     needs: tuple[Need, ...] = ()
     """``history_length``: the context window K (set from ``rollout.history_length``);
-    ``progress_model``: a fitted progress estimator writes ĉ_t into the steps (SPA)."""
+    ``progress_model``: a fitted progress estimator writes ĉ_t into the steps (SPA);
+    ``value_model``: a value head writes V(s_t) into the steps and is fitted to the
+    estimator's ``returns(groups)`` after each update (GAE)."""
 
 
 _REGISTRY: dict[str, EstimatorInfo] = {}

@@ -51,3 +51,17 @@ def verl_agent_compat(estimator: str, **overrides: Any) -> dict[str, Any]:
         raise ConfigError(f"verl_agent_compat covers {', '.join(VERL_AGENT_COMPAT)}, got "
                           f"{estimator!r}{did_you_mean(estimator, VERL_AGENT_COMPAT)}")
     return {**VERL_AGENT_COMPAT[estimator], **overrides}
+
+
+SPA_RELEASED: dict[str, Any] = {"variant": "released", "advantage": "gae", "gamma": 1.0,
+                                "lam": 0.95, "mode": "mean_std_norm"}
+"""SPA as its public trainer runs it (``trainers/advantages/spa.py`` says what is matched)."""
+
+
+def spa_released(**overrides: Any) -> dict[str, Any]:
+    """Options that make ``spa`` build the released SPA-RL-Agent trainer's advantages.
+
+        >>> spa_released()["advantage"]
+        'gae'
+    """
+    return {**SPA_RELEASED, **overrides}
