@@ -27,6 +27,7 @@ import asyncio
 import functools
 import hashlib
 import inspect
+import os
 import queue
 import re
 import threading
@@ -36,7 +37,8 @@ from typing import Any, Literal
 
 from agentgym import verifiers
 from agentgym.env import BaseEnv
-from agentgym.errors import AgentGymError, ConfigError
+from agentgym.errors import AgentGymError, ConfigError, SchemaError
+from agentgym.task_data import Field, Record, check_fields, is_data_source, read_records
 from agentgym.tools import Tool, ToolBox, as_tool
 from agentgym.types import Message, StepResult, ToolCall, ToolSpec
 
@@ -68,6 +70,30 @@ class Task:
     answer: Any = None
     data: Mapping[str, Any] = field(default_factory=dict)
     solution: tuple[ToolCall, ...] = ()
+
+    @classmethod
+    def from_record(cls, record: Record) -> Task:
+        """A task from a data-file row (:mod:`agentgym.task_data`).
+
+        Fields: ``prompt`` (or ``question``) text; optional ``answer`` (text, a number or a
+        list of accepted answers), ``id`` (default ``task-<row>``) and ``solution`` (a list of
+        ``{"name", "arguments"}`` calls); every other field goes to ``data``.
+
+        Raises:
+            SchemaError: A missing or wrongly typed field, naming the row and the field.
+        """
+        values = check_fields(record, _TASK_FIELDS)
+        solution = []
+        for i, call in enumerate(values["solution"] or ()):
+            if not (isinstance(call, Mapping) and isinstance(call.get("name"), str)
+                    and isinstance(call.get("arguments", {}), Mapping)):
+                raise SchemaError(f"{record.where}: field 'solution' item {i} must be an "
+                                  f'object {{"name": ..., "arguments": {{...}}}}, got {call!r}')
+            solution.append(ToolCall(f"call_{i}", call["name"], dict(call.get("arguments", {}))))
+        known = {"id", "prompt", "question", "answer", "solution"}
+        task_id = values["id"] if values["id"] is not None else f"task-{record.index}"
+        return cls(str(task_id), values["prompt"], values["answer"],
+                   {k: v for k, v in record.data.items() if k not in known}, tuple(solution))
 
     @classmethod
     def coerce(cls, obj: Any, index: int) -> Task:
@@ -104,7 +130,11 @@ class EpisodeState:
 
 
 TaskSource = Sequence[Task | Mapping[str, Any]] | Iterable[Task | Mapping[str, Any]] | \
-    Callable[[int], Task | Mapping[str, Any]]
+    Callable[[int], Task | Mapping[str, Any]] | str | os.PathLike[str]
+_TASK_FIELDS = (Field("prompt", (str,), aliases=("question",)),
+                Field("answer", (str, int, float, list), required=False),
+                Field("id", (str, int), required=False),
+                Field("solution", (list,), required=False))
 _FINAL = "final_answer"
 
 
@@ -122,7 +152,9 @@ class ToolEnv(BaseEnv):
 
     Args:
         tasks: A sequence (or iterable) of tasks — ``Task`` objects or dicts with ``prompt``
-            and ``answer`` — picked by ``seed % len(tasks)``; or a function ``seed -> task``.
+            and ``answer`` — picked by ``seed % len(tasks)``; a JSONL, JSON, CSV or Parquet
+            file of such rows, or a ``datasets.Dataset`` (:mod:`agentgym.task_data`,
+            :meth:`Task.from_record`); or a function ``seed -> task``.
         tools: Plain typed, documented functions (sync or async) or :class:`~agentgym.Tool`.
         verifier: ``"exact"``, ``"numeric"``, ``"contains"`` or ``fn(answer, task) -> float``.
         answer_tool: Name of the tool that submits the answer (``None``: no such tool).
@@ -169,16 +201,18 @@ class ToolEnv(BaseEnv):
                  faults: tuple[type[BaseException], ...] = (),
                  max_output_chars: int = 8_000) -> None:
         super().__init__()
-        if callable(tasks) and not isinstance(tasks, Sequence):
-            self._task_fn: Callable[[int], Any] | None = tasks
-            self._tasks: list[Task] = []
+        self._task_fn: Callable[[int], Any] | None = None
+        self._tasks: list[Task] = []
+        if is_data_source(tasks):  # a JSONL/JSON/CSV/Parquet file or a datasets.Dataset
+            self._tasks = [Task.from_record(r) for r in read_records(tasks)]
+        elif callable(tasks) and not isinstance(tasks, Sequence):
+            self._task_fn = tasks
         else:
             if isinstance(tasks, str | bytes | Mapping) or not isinstance(tasks, Iterable):
                 raise ConfigError(
                     "tasks must be a list of tasks (dicts with 'prompt' and 'answer', or Task) "
                     f"or a function seed -> task, got {type(tasks).__name__}"
                 )
-            self._task_fn = None
             self._tasks = [Task.coerce(t, i) for i, t in enumerate(tasks)]
             if not self._tasks:
                 raise ConfigError("tasks is empty; give at least one task")

@@ -17,8 +17,9 @@ never runs code costs no process.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -83,17 +84,22 @@ class CodeMathEnv(ToolEnv):
         call_timeout: Wall seconds per ``python`` call.
         memory_mb: Interpreter memory limit.
         cpu_seconds: Interpreter CPU-time limit for the whole episode.
+        tasks: Problems from a JSONL, JSON, CSV or Parquet file or a ``datasets.Dataset``
+            (rows with ``prompt`` and a numeric ``answer``; :mod:`agentgym.task_data`)
+            instead of the generated ones; ``split`` then only names them.
     """
 
     def __init__(self, split: Literal["train", "test"] = "train", call_timeout: float = 10.0,
-                 memory_mb: int = 1024, cpu_seconds: int = 60) -> None:
+                 memory_mb: int = 1024, cpu_seconds: int = 60,
+                 tasks: str | os.PathLike[str] | Any = None) -> None:
         if split not in SPLITS:
             raise ConfigError(f"split must be one of {SPLITS}, got {split!r}")
         self.split = split
         self.limits = InterpreterLimits(call_timeout=call_timeout, memory_mb=memory_mb,
                                         cpu_seconds=cpu_seconds)
         # the ToolBox timeout is a backstop: the interpreter's own timeout fires first
-        super().__init__(self._task, [tool(python, timeout=call_timeout + 30.0)],
+        super().__init__(self._task if tasks is None else tasks,
+                         [tool(python, timeout=call_timeout + 30.0)],
                          verifier="numeric", system_prompt=SYSTEM_PROMPT,
                          instructions=INSTRUCTIONS,
                          state_factory=self._state, faults=(SandboxError,))

@@ -47,6 +47,7 @@ from agentgym.errors import ConfigError
 from agentgym.sandboxes.base import Sandbox, SandboxError
 from agentgym.sandboxes.local import GIT_IDENTITY
 from agentgym.sandboxes.providers import get_provider, provider_names
+from agentgym.task_data import is_data_source
 from agentgym.tools import ToolBox, tool
 from agentgym.types import Message, StepResult, ToolCall
 
@@ -77,7 +78,8 @@ class SWEEnv(BaseEnv):
     Args:
         split: ``train``, ``test`` or ``all`` tasks (tasks without a split are in each).
         tasks: ``None`` for the shipped tasks, ``"real"`` for the tasks mined from real
-            packages (Docker only), a SWE-bench-style JSON/JSONL path, or tasks.
+            packages (Docker only), a SWE-bench-style JSON, JSONL, CSV or Parquet path, a
+            ``datasets.Dataset`` of instances (:mod:`agentgym.task_data`), or tasks.
         sandbox: ``"local"``, ``"docker"``, or a callable ``task -> Sandbox`` (may be async).
         image: Docker image for tasks that name none: for a task file, the image holding
             each repository (``{instance_id}`` is filled in); for the shipped tasks, the
@@ -102,7 +104,7 @@ class SWEEnv(BaseEnv):
     """
 
     def __init__(self, split: Literal["train", "test", "all"] = "train",
-                 tasks: str | Sequence[SWETask] | None = None,
+                 tasks: str | Path | Sequence[SWETask] | Any | None = None,
                  sandbox: str | SandboxFactory = "local", image: str | None = None,
                  command_timeout: float = 60.0, test_timeout: float = 300.0,
                  max_output_chars: int = 6000, task_ids: Sequence[str] | None = None,
@@ -118,8 +120,9 @@ class SWEEnv(BaseEnv):
         if command_timeout <= 0 or test_timeout <= 0:
             raise ConfigError(f"timeouts must be positive, got command_timeout="
                               f"{command_timeout} and test_timeout={test_timeout}")
-        every = shipped_tasks() if tasks is None else real_tasks() if tasks == "real" else (
-            load_tasks(tasks, image=image) if isinstance(tasks, str | Path) else list(tasks))
+        every = shipped_tasks() if tasks is None else real_tasks() if (
+            isinstance(tasks, str) and tasks == "real") else (
+            load_tasks(tasks, image=image) if is_data_source(tasks) else list(tasks))
         chosen = select_split(every, split)
         if task_ids is not None:
             known = {t.instance_id: t for t in chosen}

@@ -20,12 +20,14 @@ The shipped set lives in ``tasks/<instance_id>/``: ``repo/`` (the buggy project)
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from agentgym.errors import SchemaError
+from agentgym.task_data import read_records
 
 TASKS_DIR = Path(__file__).parent / "tasks"
 REAL_DIR = Path(__file__).parent / "real"
@@ -155,39 +157,26 @@ def task_from_record(record: Mapping[str, Any], *, where: str = "task",
         image=task_image, repo_dir=repo_dir, env=dict(env), **extra)
 
 
-def load_tasks(path: str | Path, *, image: str | None = None) -> list[SWETask]:
-    """Tasks from a SWE-bench-style JSON file (a list of instances) or JSONL file.
+def load_tasks(source: str | Path | Any, *, image: str | None = None) -> list[SWETask]:
+    """Tasks from SWE-bench-style records: a JSON/JSONL/CSV/Parquet file or a Dataset.
+
+    Files are read by :func:`agentgym.task_data.read_records` (a JSON file holds a list of
+    instances; a ``datasets.Dataset`` loaded from the SWE-bench data works as it is).
 
     Args:
-        path: The file.
+        source: The file, or a ``datasets.Dataset`` of instances.
         image: Image for instances that name none (``{instance_id}`` is filled in), e.g.
             ``"sweb.eval.x86_64.{instance_id}"`` for images built by the SWE-bench harness.
 
     Raises:
-        FileNotFoundError: No such file.
-        SchemaError: The file is not JSON/JSONL of instances, or an instance is malformed.
+        ConfigError: No such file, or an unknown file type.
+        SchemaError: A file that cannot be parsed, or a malformed instance (naming its row
+            and field).
     """
-    path = Path(path)
-    text = path.read_text(encoding="utf-8")
-    records: list[Any]
-    if path.suffix == ".jsonl":
-        records = []
-        for n, line in enumerate(text.splitlines(), 1):
-            if line.strip():
-                try:
-                    records.append(json.loads(line))
-                except json.JSONDecodeError as exc:
-                    raise SchemaError(f"{path}:{n}: not JSON: {exc.msg}") from exc
-    else:
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise SchemaError(f"{path}: not JSON ({exc.msg}); give a JSON list of instances "
-                              "or a .jsonl file with one instance a line") from exc
-        records = data if isinstance(data, list) else [data]
-    tasks = [task_from_record(r, where=f"{path} record {i}", image=image, base=path.parent)
-             for i, r in enumerate(records)]
-    _check_unique(tasks, str(path))
+    base = Path(source).parent if isinstance(source, str | os.PathLike) else None
+    tasks = [task_from_record(r.data, where=r.where, image=image, base=base)
+             for r in read_records(source)]
+    _check_unique(tasks, str(source) if base is not None else "dataset")
     return tasks
 
 
