@@ -13,7 +13,10 @@
   When the context reaches ``trigger``·W after a turn, the text of that last (action,
   observation) turn is dropped (the env keeps its effects), the summary instruction is
   appended, and the policy writes a summary (no tool call allowed). The next context is the
-  task prompt + the continuation prompt + that summary. At most S summaries; the rollout
+  task prompt + the continuation prompt + that summary, as a user turn of its own
+  (``placement="turn"``, the default) or appended to the task's own user message
+  (``placement="prompt"``, the paper's form: one message holds the task and the summary).
+  At most S summaries; the rollout
   engine also stops at H policy calls (summaries count). The summary request continues the
   token ids of the prompt before the dropped turn, so earlier sampled ids stay verbatim and a
   working context packs into one training sequence ending with its summary.
@@ -85,8 +88,16 @@ class SummarizeConfig:
     """The summary instruction (a user turn)."""
     continuation: str = CONTINUATION_PROMPT
     """Text before the summary in the next working context."""
+    placement: Literal["turn", "prompt"] = "turn"
+    """Where the summary goes in the next working context: a user ``turn`` of its own after
+    the task prompt, or appended to the task's last user message (``prompt``, the paper's
+    form: the original prompt, a blank line, the continuation text and the summary)."""
 
     def __post_init__(self) -> None:
+        if self.placement not in ("turn", "prompt"):
+            raise ConfigError(f"summarize.placement must be 'turn' (a user turn of its own) or "
+                              f"'prompt' (appended to the task prompt, the paper's form), got "
+                              f"{self.placement!r}")
         for name in ("working_tokens", "max_calls", "eval_max_calls", "summary_max_tokens"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < 1):
@@ -291,8 +302,10 @@ class SummarizeContext(FullContext):
         """Start the next working context from the summary.
 
         Returns:
-            The continuation message (continuation prompt + summary) and whether the summary
-            turn was valid (a tool call, even a malformed one, makes it invalid; it is not run).
+            The message that now carries the summary (the continuation turn, or the task's
+            user message with the summary appended under ``placement="prompt"``) and whether
+            the summary turn was valid (a tool call, even a malformed one, makes it invalid;
+            it is not run).
         """
         text = completion.text
         parsed = parse_tool_calls(text)
@@ -301,6 +314,12 @@ class SummarizeContext(FullContext):
         summary = (found.group(1) if found else text).strip()
         continuation = Message("user", self.settings.continuation + summary)
         self.messages = [*self.prompt, continuation]
+        task = [i for i, m in enumerate(self.prompt) if m.role == "user"]
+        if self.settings.placement == "prompt" and task:  # the paper's form
+            i = task[-1]
+            continuation = replace(self.prompt[i], content=f"{self.prompt[i].content}\n\n"
+                                                           f"{continuation.content}")
+            self.messages = [*self.prompt[:i], continuation, *self.prompt[i + 1:]]
         self._ids, self._text, self._before = None, "", None
         self.summaries += 1
         return continuation, valid

@@ -179,3 +179,33 @@ async def test_full_context_on_the_same_task_overflows_the_window(smollm2_tokeni
     traj = await run_episode(env, agent, seed=1, group_id="g")
     assert traj.outcome_reward == 1.0
     assert len(traj.steps[-1].tokens.prompt_ids) > 5 * 2048
+
+
+def test_paper_placement_appends_the_summary_to_the_task_prompt(smollm2_tokenizer):
+    tok = smollm2_tokenizer
+    config = ContextConfig(mode="summarize", summarize=SummarizeConfig(
+        working_tokens=50, placement="prompt"))
+    ctx = SummarizeContext(config, tok, PROMPT, [])
+    ctx.request(SamplingParams())
+    ctx.record(completion(tok, "read page one"), [Message("user", "x " * 60)])
+    ctx.summary_request(SamplingParams())
+    carrier, valid = ctx.record_summary(completion(tok, "<summary>page one: no code</summary>"))
+    nxt = ctx.request(SamplingParams())
+    # One user message holds the original task, then the continuation text and the summary.
+    task = "Find the code.\n\n" + CONTINUATION_PROMPT + "page one: no code"
+    assert valid and carrier == Message("user", task)
+    assert [(m.role, m.content) for m in nxt.messages] == [
+        ("system", "You trace requests."), ("user", task)]
+    rendered = tok.decode(nxt.prompt_ids)
+    assert rendered == render_prompt(tok, nxt.messages)
+    assert rendered.count("<|im_start|>user") == 1 and rendered.rstrip().endswith(
+        "page one: no code<|im_end|>\n<|im_start|>assistant")
+    # The default keeps the summary in a user turn of its own.
+    ctx = context(tok, w=50)
+    ctx.request(SamplingParams())
+    ctx.record(completion(tok, "read page one"), [Message("user", "x " * 60)])
+    ctx.summary_request(SamplingParams())
+    ctx.record_summary(completion(tok, "<summary>page one: no code</summary>"))
+    assert tok.decode(ctx.request(SamplingParams()).prompt_ids).count("<|im_start|>user") == 2
+    with pytest.raises(ConfigError, match="summarize.placement must be"):
+        SummarizeConfig(placement="append")
