@@ -23,9 +23,10 @@ from pathlib import Path
 import agentgym
 from agentgym import Message
 from agentgym.envs.bfcl import MULTI_TURN, task_ids
+from agentgym.envs.bfcl.data import bfcl_version
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from results import write_section  # noqa: E402
+from results import machine_note, write_section  # noqa: E402
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "bfcl.md"
 LOAD = """
@@ -163,10 +164,9 @@ async def main(quick: bool) -> None:
     if quick:
         return
     body = "\n".join([
-        "Measured with `python benchmarks/bfcl_envs.py` (bfcl-eval 2026.3.23, CPU, "
-        f"{os.cpu_count()} cores, shared and under load: load average "
-        f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} at the start). Episodes replay "
-        f"BFCL's ground truth ({episodes} per category); a step is one reply.", "",
+        f"Measured with `python benchmarks/bfcl_envs.py` (bfcl-eval {bfcl_version()}; "
+        f"{machine_note(load)}). Episodes replay BFCL's ground truth ({episodes} per "
+        "category); a step is one reply.", "",
         "| category | load (fresh process: import, make, reset) | steps/s, 1 episode | "
         "steps/s, 16 concurrent | memory per live episode |",
         "|---|---|---|---|---|",

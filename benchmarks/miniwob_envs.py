@@ -5,6 +5,7 @@
     python benchmarks/miniwob_envs.py success --policy smollm2 --seeds 2 --max-steps 4
     python benchmarks/miniwob_envs.py speed
     python benchmarks/miniwob_envs.py states
+    python benchmarks/miniwob_envs.py table
 
 ``success`` plays ``--seeds`` seeds (from 1,000,000, the suites' first seed) of each task
 through the rollout engine and writes a per-task table into ``docs/miniwob.md``; ``--tasks``
@@ -19,14 +20,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
-import platform
+import re
 import statistics
 import time
 from collections import defaultdict
 from pathlib import Path
 
-from results import write_section
+from results import machine_note, write_section
 
 from agentgym.envs.miniwob import MiniWoBEnv, package_version
 from agentgym.envs.miniwob.experts import SOLVERS
@@ -37,6 +39,7 @@ from agentgym.policies.factory import make_agent
 from agentgym.rollout import RolloutConfig, run_groups
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "miniwob.md"
+RUNS = Path(__file__).resolve().parent.parent / "runs" / "miniwob"
 FIRST_SEED = 1_000_000
 CONCURRENCY = (1, 8, 32)
 
@@ -49,52 +52,74 @@ def _tasks(spec: str) -> list[str]:
     return [t.strip() for t in spec.split(",") if t.strip()]
 
 
-def _machine(load: float) -> str:
-    return (f"{platform.machine()}, {os.cpu_count()} CPU cores, headless Chromium, miniwob "
-            f"{package_version()}; measured under load on a shared machine (load average "
-            f"{load:.1f} at the start, from `uptime`), so times are pessimistic")
+def _machine(load: tuple[float, float, float]) -> str:
+    return f"Headless Chromium, miniwob {package_version()}; {machine_note(load)}"
+
+
+def _rows_file(policy: str, seeds: int, max_steps: int, max_tokens: int) -> Path:
+    """Where ``success`` keeps finished tasks, so a stopped run resumes (runs/ is not tracked)."""
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", policy)
+    return RUNS / f"success-{name}-seeds{seeds}-steps{max_steps}-tokens{max_tokens}.json"
 
 
 async def success(policy: str, tasks: list[str], seeds: int, max_steps: int,
-                  concurrency: int, max_tokens: int) -> None:
-    """Per-task success of ``policy``; writes a section of docs/miniwob.md after each task."""
-    load = os.getloadavg()[0]
+                  concurrency: int, max_tokens: int, parallel_tasks: int = 1) -> None:
+    """Per-task success of ``policy``; writes a section of docs/miniwob.md after each task.
+
+    Finished tasks are kept in :func:`_rows_file`; the same command skips them (resumes).
+    ``parallel_tasks`` tasks run at once, so a model batches their episodes together.
+    """
+    load = os.getloadavg()
+    path = _rows_file(policy, seeds, max_steps, max_tokens)
+    done: dict[str, list] = json.loads(path.read_text()) if path.exists() else {}
     sampling = SamplingParams(temperature=0.0, max_tokens=max_tokens, seed=0)
     agent = make_agent(policy, seed=0, sampling=sampling)
     config = RolloutConfig(concurrency=concurrency, max_steps=max_steps, step_timeout=900)
-    rows, start = [], time.perf_counter()
-    for task in tasks:
-        t0 = time.perf_counter()
-        trajs = await run_groups(lambda t=task: MiniWoBEnv(t), agent,
-                                 range(FIRST_SEED, FIRST_SEED + seeds), config,
-                                 env_id=f"miniwob/{task}")
+    start, gate = time.perf_counter(), asyncio.Semaphore(parallel_tasks)
+
+    async def one(task: str) -> None:
+        async with gate:
+            t0 = time.perf_counter()
+            trajs = await run_groups(lambda t=task: MiniWoBEnv(t), agent,
+                                     range(FIRST_SEED, FIRST_SEED + seeds), config,
+                                     env_id=f"miniwob/{task}")
         scored = [t for t in trajs if t.status != "error"]
         wins = sum(bool(t.steps and t.steps[-1].result.info.get("success")) for t in scored)
         steps = statistics.mean(len(t.steps) for t in scored) if scored else 0.0
-        rows.append((task, wins, len(scored), len(trajs) - len(scored), steps))
-        print(f"{task}: {wins}/{len(scored)} won, {rows[-1][3]} errors, {steps:.1f} steps, "
+        done[task] = [task, wins, len(scored), len(trajs) - len(scored), steps]
+        print(f"{task}: {wins}/{len(scored)} won, {done[task][3]} errors, {steps:.1f} steps, "
               f"{time.perf_counter() - t0:.0f} s", flush=True)
-        _write_success(policy, tasks, seeds, max_steps, concurrency, max_tokens, rows,
-                       load, time.perf_counter() - start)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(done, indent=1))
+        _write_success(policy, tasks, seeds, max_steps, f"{concurrency} --max-tokens "
+                       f"{max_tokens}" + (f" --parallel-tasks {parallel_tasks}"
+                                          if parallel_tasks > 1 else ""),
+                       [tuple(done[t]) for t in tasks if t in done], load,
+                       time.perf_counter() - start)
+
+    todo = [t for t in tasks if t not in done]
+    if len(todo) < len(tasks):
+        print(f"resuming: {len(tasks) - len(todo)} tasks already in {path}", flush=True)
+    await asyncio.gather(*(one(t) for t in todo))
 
 
-def _write_success(policy: str, tasks: list[str], seeds: int, max_steps: int, concurrency: int,
-                   max_tokens: int, rows: list[tuple[str, int, int, int, float]], load: float,
-                   wall: float) -> None:
+def _write_success(policy: str, tasks: list[str], seeds: int, max_steps: int, options: str,
+                   rows: list[tuple[str, int, int, int, float]],
+                   load: tuple[float, float, float], wall: float) -> None:
     won = sum(r[1] for r in rows)
     played = sum(r[2] for r in rows)
     tasks_arg = ("" if tasks == sorted(SOLVERS) else " --tasks suite" if tasks == _tasks("suite")
                  else " --tasks " + ",".join(tasks))
     lines = [
         f"Command: `python benchmarks/miniwob_envs.py success --policy {policy} --seeds {seeds} "
-        f"--max-steps {max_steps} --concurrency {concurrency} --max-tokens {max_tokens}"
-        f"{tasks_arg}`",
+        f"--max-steps {max_steps} --concurrency {options}{tasks_arg}` (it resumes: tasks "
+        "already played are kept under `runs/miniwob/`)",
         "",
         f"{_machine(load)}. Seeds {FIRST_SEED}..{FIRST_SEED + seeds - 1} per task; an episode "
         f"ends when MiniWoB ends it (success, failure or its time limit at 0.5 s of page time "
         f"per turn) or after {max_steps} turns (counted as not won). Model policies decode "
         f"greedily. Success = MiniWoB's raw reward of 1. Overall {won}/{played} "
-        f"({won / max(played, 1):.0%}); wall time {wall / 60:.1f} min.",
+        f"({won / max(played, 1):.0%}); wall time of the last run {wall / 60:.1f} min.",
         "",
         "| task | success | won / played | infrastructure errors | mean turns |",
         "|---|---:|---:|---:|---:|",
@@ -168,7 +193,7 @@ async def memory(tasks: list[str]) -> list[tuple[int, float, float]]:
 
 async def speed(tasks: list[str], episodes: int) -> None:
     """Steps/s and memory per episode; writes a section of docs/miniwob.md."""
-    load = os.getloadavg()[0]
+    load = os.getloadavg()
     pools = shared()
     browser = await pools.browsers.acquire("chromium")
     try:
@@ -207,7 +232,7 @@ async def speed(tasks: list[str], episodes: int) -> None:
 
 async def recurrence(tasks: list[str], group: int, max_steps: int) -> None:
     """How often a state key recurs within a group of random rollouts of one task instance."""
-    load = os.getloadavg()[0]
+    load = os.getloadavg()
     config = RolloutConfig(group_size=group, concurrency=group, max_steps=max_steps)
     lines = [
         f"Command: `python benchmarks/miniwob_envs.py states --tasks {','.join(tasks)} "
@@ -236,6 +261,41 @@ async def recurrence(tasks: list[str], group: int, max_steps: int) -> None:
     write_section("State recurrence", "\n".join(lines), DOC)
 
 
+def table() -> None:
+    """One per-task table of the ``miniwob`` suite: random, scripted and SmolLM2 side by side.
+
+    Reads what ``success`` kept under ``runs/miniwob/`` (the newest file of each policy).
+    """
+    columns = {"random": "random", "expert": "scripted", "smollm2": "SmolLM2-135M"}
+    found: dict[str, tuple[Path, dict[str, list]]] = {}
+    for policy in columns:
+        files = sorted(RUNS.glob(f"success-{policy}-*.json"), key=lambda f: f.stat().st_mtime)
+        if files:
+            found[policy] = (files[-1], json.loads(files[-1].read_text()))
+    tasks = _tasks("suite")
+
+    def cell(policy: str, task: str) -> str:
+        if policy == "expert" and task not in SOLVERS:
+            return "no solver"
+        row = found.get(policy, (None, {}))[1].get(task)
+        return "not run" if row is None else f"{row[1]}/{row[2]}"
+
+    sources = "; ".join(f"{columns[p]}: `{f.relative_to(RUNS.parent.parent)}`"
+                        for p, (f, _) in found.items())
+    lines = [
+        "Episodes won / played per task of the `miniwob` suite (seeds from 1000000), from the "
+        "`success` runs of each policy (commands and conditions in their own sections). "
+        f"Made by `python benchmarks/miniwob_envs.py table` from {sources}.", "",
+        "| task | " + " | ".join(columns.values()) + " |", "|---|" + "---:|" * len(columns),
+        *(f"| {t} | " + " | ".join(cell(p, t) for p in columns) + " |" for t in tasks)]
+    totals = []
+    for p in columns:
+        rows = [r for t, r in found.get(p, (None, {}))[1].items() if t in tasks]
+        totals.append(f"{sum(r[1] for r in rows)}/{sum(r[2] for r in rows)}")
+    lines.append("| **all** | " + " | ".join(totals) + " |")
+    write_section("Success per task", "\n".join(lines), DOC)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="what", required=True)
@@ -246,6 +306,8 @@ def main() -> None:
     one.add_argument("--max-steps", type=int, default=40)
     one.add_argument("--concurrency", type=int, default=4)
     one.add_argument("--max-tokens", type=int, default=256, help="per policy call (models)")
+    one.add_argument("--parallel-tasks", type=int, default=1,
+                     help="tasks played at once (a model batches their episodes)")
     two = sub.add_parser("speed", help="steps/s and memory at 1, 8 and 32 episodes")
     two.add_argument("--episodes", type=int, default=48)
     three = sub.add_parser("states", help="state-key recurrence within groups")
@@ -253,13 +315,17 @@ def main() -> None:
                        "navigate-tree,email-inbox")
     three.add_argument("--group", type=int, default=4)
     three.add_argument("--max-steps", type=int, default=10)
+    sub.add_parser("table", help="random, scripted and SmolLM2 per task in one table")
     args = parser.parse_args()
+    if args.what == "table":
+        table()
+        return
     if args.what == "states":
         asyncio.run(recurrence(_tasks(args.tasks), args.group, args.max_steps))
         return
     if args.what == "success":
         asyncio.run(success(args.policy, _tasks(args.tasks), args.seeds, args.max_steps,
-                            args.concurrency, args.max_tokens))
+                            args.concurrency, args.max_tokens, args.parallel_tasks))
     else:
         asyncio.run(speed(sorted(SOLVERS), args.episodes))
 
