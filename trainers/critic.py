@@ -17,20 +17,25 @@ unfitted critic says V = 0 and GAE starts as the discounted return.
 The trainer calls :meth:`Critic.annotate` on each step's groups (it writes V(s_t) into
 ``step.result.info["value"]``, where the estimator reads it), computes advantages and the
 targets ``estimator.returns(groups)``, updates the policy, then calls :meth:`Critic.fit`.
+Checkpoints save the critic and its optimizer beside the policy (``<run_dir>/critic/``),
+and ``--resume`` restores them.
 """
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from agentgym.errors import ConfigError
 from agentgym.trainers.advantages.gae import VALUE_KEY
 from agentgym.trainers.batching import TrainingDataError
 from agentgym.trainers.config import ValueConfig
-from agentgym.trainers.progress import Packed, ProgressModel, micro_batches
+from agentgym.trainers.progress import META, Packed, ProgressModel, micro_batches
 from agentgym.types import Group, Trajectory
 
 try:
@@ -111,6 +116,30 @@ class Critic:
         explained = 1.0 - float((r - v).var() / r.var()) if n > 1 and r.var() > 0 else 0.0
         return {"value/loss": losses[-1], "value/loss_first": losses[0],
                 "value/explained_variance": explained}
+
+    def save(self, run_dir: Path, step: int, keep: int = 2) -> Path:
+        """Write ``<run_dir>/critic/step-<N>/`` atomically; keep the newest ``keep``."""
+        root = Path(run_dir) / "critic"
+        final, tmp = root / f"step-{step:06d}", root / f".tmp-step-{step:06d}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        torch.save(self.optimizer.state_dict(), tmp / "optimizer.pt")
+        self.model.save(tmp)  # writes its metadata last: the marker of a complete folder
+        shutil.rmtree(final, ignore_errors=True)
+        tmp.rename(final)
+        for old in sorted(p for p in root.glob("step-*") if (p / META).exists())[:-keep]:
+            shutil.rmtree(old, ignore_errors=True)
+        return final
+
+    def load(self, run_dir: Path, step: int) -> None:
+        """Restore the value model and its optimizer saved at ``step`` of the run."""
+        path = Path(run_dir) / "critic" / f"step-{step:06d}"
+        if not (path / META).exists():
+            raise ConfigError(f"--resume: the run checkpoint is at step {step} but {path} holds "
+                              "no value head; resume a run that trained with GAE advantages")
+        saved = ProgressModel.load(path, device=str(self.model.device))
+        self.model.load_state_dict(saved.state_dict())
+        self.optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=False))
 
     def _epoch(self, packs: list[Packed], old: list[torch.Tensor], want: list[torch.Tensor],
                n: int) -> float:

@@ -155,6 +155,8 @@ def build(config: TrainConfig, resume: bool = False) -> Run:
     if resume and last is not None:
         state = checkpoint.load(last, model, optimizer)
         policy.policy_version = state.step  # one update per step: go on counting from there
+        if critic is not None:
+            critic.load(run_dir, state.step)
     learner = Learner(model, optimizer, reference, policy.device, tokenizer.pad_token_id)
     driver = make_driver(config, state, learner, policy)
     if driver is not None:  # rollouts read the driver's generation copy of the weights
@@ -199,6 +201,8 @@ async def _run(run: Run, progress: Any) -> None:
                 run.checkpointer.save(run.state, run.weights, run.learner.optimizer)
                 if run.progress is not None:
                     run.progress.save(Path(cfg.run_dir), step)
+                if run.critic is not None:
+                    run.critic.save(Path(cfg.run_dir), step)
             if task is not None and progress is not None:
                 progress.update(task, completed=step, description=(
                     f"step {step} reward {metrics['reward_mean']:.3f} "

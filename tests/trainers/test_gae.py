@@ -101,3 +101,31 @@ def test_training_step_with_the_value_head(tmp_path, tiny_model_dir):
     assert [r["step"] for r in rows] == [1, 2]
     for r in rows:
         assert math.isfinite(r["value/loss"]) and math.isfinite(r["loss"]) and r["samples"] > 0
+
+
+def test_spa_with_gae_saves_and_resumes_its_value_head(tmp_path, tiny_model_dir):
+    from safetensors.torch import load_file, save_file
+
+    from agentgym.trainers.config import load_config
+    from agentgym.trainers.loop import build, train
+    from agentgym.trainers.metrics import read_metrics
+
+    args = [f"run_dir={tmp_path / 'run'}", "save_every=1", f"model.path={tiny_model_dir}",
+            "resumable_checkpoints=true", "env.id=agentgym/MentalMath-v0",
+            "algorithm.estimator=spa", "algorithm.options.advantage=gae",
+            "algorithm.options.gamma=1.0", "algorithm.value.lr=0.01",
+            "rollout.tasks_per_step=2", "rollout.group_size=2", "rollout.max_tokens=4",
+            "tensorboard=false", "progress.explore_tasks=1"]
+    train(load_config(None, ["steps=1", *args]))
+    saved = tmp_path / "run" / "critic" / "step-000001"
+    assert torch.load(saved / "optimizer.pt", weights_only=False)["state"]
+    # a head unlike the fresh (zero) one, to see --resume read it from the checkpoint
+    heads = load_file(saved / "head.safetensors")
+    save_file({**heads, "weight": torch.full_like(heads["weight"], 0.25)},
+              saved / "head.safetensors")
+    run = build(load_config(None, ["steps=2", *args]), resume=True)
+    assert run.critic is not None and bool((run.critic.model.head.weight == 0.25).all())
+    train(load_config(None, ["steps=2", *args]), resume=True)
+    rows = read_metrics(tmp_path / "run")
+    assert [r["step"] for r in rows] == [1, 2]
+    assert all(math.isfinite(r["value/loss"]) for r in rows)
