@@ -144,7 +144,7 @@ class ValueConfig:
     epochs: int = 1
     """Optimizer steps on each training step's value targets."""
     clip: float = 0.2
-    """ε_V of the clipped value loss (TRL's and verl's default)."""
+    """ε_V of the clipped value loss (TRL's default; verl's ``critic.cliprange_value`` is 0.5)."""
     max_tokens_per_micro_batch: int = 8192
     """Padded tokens per critic forward pass."""
 

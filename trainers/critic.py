@@ -4,7 +4,8 @@ r"""The value head of GAE: a separate critic that reads each step's state, V(s_t
     L_V    = ½ · mean_t max((V_t − R̂_t)², (V_old,t + clip(V_t − V_old,t, ±ε_V) − R̂_t)²)
 
 R̂_t = A_t + V_old(s_t) are GAE's λ-returns (:mod:`agentgym.trainers.advantages.gae`); the
-clipped form is PPO's value loss as in TRL and verl (ε_V = ``algorithm.value.clip``, 0.2).
+clipped form is PPO's value loss as in TRL and verl (ε_V = ``algorithm.value.clip``, 0.2 as
+TRL's default).
 
 Why a separate critic, not a scalar head on the policy: the policy's forward pass and loss
 stay untouched (every policy loss, packing and FSDP path works as before), and the value
