@@ -126,7 +126,7 @@ def print_results(results: dict[str, Any], folder: Path) -> None:
     console.print(table)
     console.print(f"overall: {headline(results)}", markup=False, highlight=False)
     for line in mean_line(results):
-        console.print(line.removeprefix("- "), markup=False, highlight=False)
+        console.print(line.removeprefix("- "), markup=False, highlight=False, soft_wrap=True)
 
 
 def compare_command(

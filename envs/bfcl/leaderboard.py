@@ -40,14 +40,21 @@ def bfcl_accuracies(results: Mapping[str, Any]) -> dict[str, float]:
 
 
 def markdown(results: Mapping[str, Any]) -> str:
-    """The accuracies as a markdown table (with episode and error counts)."""
+    """The accuracies as a markdown table (95% Wilson interval, episode and error counts)."""
+    from agentgym.evaluation.report import wilson
+
     metrics = results.get("metrics", {})
-    lines = ["| BFCL category | accuracy | entries | errors |", "|---|---|---|---|"]
+    lines = ["| BFCL category | accuracy | 95% interval | entries | errors |",
+             "|---|---|---|---|---|"]
     for label, acc in bfcl_accuracies(results).items():
         m = metrics.get(label, {})
-        entries = m.get("episodes", "")
+        interval = ""
+        if "successes" in m and "episodes" in m:
+            lo, hi = wilson(m["successes"], m["episodes"] - m.get("errors", 0))
+            interval = f"{lo:.0%} to {hi:.0%}"
         lines.append(f"| {'**' + label + '**' if label == MEAN_LABEL else label} | "
-                     f"{acc:.1%} | {entries} | {m.get('errors', '')} |")
+                     f"{acc:.1%} | {interval} | {m.get('episodes', '')} | "
+                     f"{m.get('errors', '')} |")
     return "\n".join(lines)
 
 

@@ -21,7 +21,7 @@ def test_bfcl_suite_has_every_category_under_its_leaderboard_name_with_every_ent
 def test_leaderboard_table_gives_each_category_and_the_unweighted_mean(tmp_path, capsys):
     results = {"metrics": {
         "Non-Live Python Simple AST": {"pass@1": 0.5, "episodes": 400, "errors": 0},
-        "Multi Turn Base": {"pass@1": 0.1, "episodes": 200, "errors": 1},
+        "Multi Turn Base": {"pass@1": 0.1, "episodes": 201, "errors": 1, "successes": 20},
         "overall": {"pass@1": 0.37},
         "agentgym/Sokoban-v0": {"pass@1": 1.0}}}
     acc = bfcl_accuracies(results)
@@ -30,7 +30,8 @@ def test_leaderboard_table_gives_each_category_and_the_unweighted_mean(tmp_path,
     (tmp_path / "results.json").write_text(json.dumps(results))
     assert main([str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "| Multi Turn Base | 10.0% | 200 | 1 |" in out and "30.0%" in out
+    assert "| Multi Turn Base | 10.0% | 7% to 15% | 201 | 1 |" in out and "30.0%" in out
+    assert "| Non-Live Python Simple AST | 50.0% |  | 400 | 0 |" in out  # no counts: no interval
     assert main([str(tmp_path / "missing")]) == 2
 
 
@@ -48,7 +49,7 @@ def test_leaderboard_reads_the_episodes_of_a_run_stopped_before_its_report(tmp_p
         lines.append(traj.to_json())
     (tmp_path / "results.jsonl").write_text("\n".join(lines) + "\n")
     assert main([str(tmp_path)]) == 0
-    assert "| Multi Turn Base | 66.7% | 3 | 0 |" in capsys.readouterr().out
+    assert "| Multi Turn Base | 66.7% | 21% to 94% | 3 | 0 |" in capsys.readouterr().out
 
 
 
