@@ -351,6 +351,32 @@ def train(
     _train_summary(run_dir)
 
 
+@app.command()
+def export(
+    run_dir: Annotated[Path, typer.Argument(
+        help="A training run folder (the run_dir of agentgym train).")],
+    out: Annotated[Path, typer.Option(
+        help="Folder to create (must not exist, or be empty; outside RUN_DIR).")],
+    step: Annotated[int | None, typer.Option(
+        help="The checkpoint's step (default: the newest).")] = None,
+    merge: Annotated[bool, typer.Option(
+        help="LoRA runs: merge the adapters into a full model folder.")] = False,
+    base: Annotated[str | None, typer.Option(
+        help="The base model folder (default: the run's model.path).")] = None,
+) -> None:
+    """Write a run's checkpoint as a Hugging Face model folder (PEFT adapters for LoRA runs).
+
+    RUN_DIR is only read. agentgym serve, transformers and peft load the result.
+    """
+    from agentgym.trainers.export import export_run  # imports torch
+
+    done = export_run(run_dir, out, step=step, merge=merge, base=base)
+    what = "PEFT adapter folder" if done.kind == "adapter" else "Hugging Face model folder"
+    console.print(f"step {done.step} of {run_dir} → {what} [bold]{done.out}[/bold]",
+                  soft_wrap=True)
+    console.print(f"[dim]serve it: agentgym serve {done.out}[/dim]", soft_wrap=True)
+
+
 def held_out_line(row: dict[str, Any]) -> str | None:
     """The held-out success rates of a training metrics row, as one line (None if none)."""
     rates = [(k.removeprefix("eval/").removesuffix("success_rate").rstrip("/") or "held-out", v)

@@ -359,7 +359,7 @@ def make_driver(config: TrainConfig, state: TrainState, learner: Learner,
         learner: The freshly built (unsharded) learner.
         policy: The generation backend sharing the learner's weights.
     """
-    from agentgym.trainers import distributed
+    from agentgym.trainers import distributed, lora
 
     cfg = config
     multi = distributed.world_size() > 1
@@ -369,10 +369,7 @@ def make_driver(config: TrainConfig, state: TrainState, learner: Learner,
     if multi and (cfg.rollout.april.enabled or cfg.async_training.vcpo.enabled):
         raise ConfigError("rollout.april and async_training.vcpo run in one process; "
                           "launch without torchrun or turn them off")
-    if cfg.model.lora.enabled and (cfg.engine == "ray" or cfg.async_training.enabled or multi):
-        raise ConfigError("model.lora.enabled is not supported with engine=ray, async training "
-                          "or multi-GPU updates yet; train every weight (model.lora.enabled="
-                          "false) or use the embedded loop")
+    lora.check_supported(cfg)  # LoRA elsewhere: adapters only are synced (trainers/lora.py)
     if multi and state.step > 0:
         raise ConfigError("--resume is not supported for FSDP runs (the optimizer state is "
                           "sharded); start a new run from the last checkpoint's weights "
@@ -384,10 +381,13 @@ def make_driver(config: TrainConfig, state: TrainState, learner: Learner,
 
         device = "cuda" if cfg.ray.generation_gpus > 0 else cfg.model.device
         backend = {"transformers": "hf", "vllm": "vllm"}[cfg.ray.generation_backend]
-        factory = functools.partial(build_backend, f"{backend}:{cfg.model.path}",
-                                    options=BackendOptions(
-                                        device=device, dtype=cfg.model.dtype, seed=cfg.seed,
-                                        max_batch_size=cfg.model.max_batch_size))
+        options = BackendOptions(device=device, dtype=cfg.model.dtype, seed=cfg.seed,
+                                 max_batch_size=cfg.model.max_batch_size)
+        factory: Callable[[], Any] = functools.partial(
+            build_backend, f"{backend}:{cfg.model.path}", options=options)
+        if cfg.model.lora.enabled:  # workers carry adapters named as the trainer's
+            factory = functools.partial(lora.lora_policy, cfg.model.path, cfg.model.lora,
+                                        options)
         engine = RayEngine(cfg.ray, generation=factory)
     if leader and (multi or (cfg.async_training.enabled and cfg.engine == "local")):
         # Rollouts (and, sharded, checkpoints) read their own copy of the weights: the

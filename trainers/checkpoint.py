@@ -125,6 +125,25 @@ def check_resumable(path: Path) -> None:
             "resumable_checkpoints=true in the config of runs you will resume")
 
 
+def load_weights(path: Path, model: torch.nn.Module) -> None:
+    """Copy a checkpoint's weights into the model's trainable parameters (all, or the adapters).
+
+    Raises:
+        ValueError: The checkpoint's parameter names are not the model's trainable ones
+            (another model, or other LoRA settings).
+    """
+    weights = load_file(Path(path) / "model.safetensors")
+    params = dict(model.named_parameters())
+    missing = sorted(set(weights) ^ {n for n, p in params.items() if p.requires_grad})
+    if missing:
+        raise ValueError(
+            f"checkpoint {path} does not match the model: parameters {missing[:5]} differ; "
+            "use the same model and LoRA settings as the run that saved it")
+    with torch.no_grad():
+        for name, value in weights.items():
+            params[name].copy_(value)
+
+
 def load(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> TrainState:
     """Restore parameters, optimizer and random states; returns where the run stands.
 
@@ -133,16 +152,7 @@ def load(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -
     """
     path = Path(path)
     check_resumable(path)
-    weights = load_file(path / "model.safetensors")
-    params = dict(model.named_parameters())
-    missing = sorted(set(weights) ^ {n for n, p in params.items() if p.requires_grad})
-    if missing:
-        raise ValueError(
-            f"checkpoint {path} does not match the model: parameters {missing[:5]} differ; "
-            "resume with the same model and LoRA settings as the run that saved it")
-    with torch.no_grad():
-        for name, value in weights.items():
-            params[name].copy_(value)
+    load_weights(path, model)
     optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=False))
     rng: dict[str, Any] = torch.load(path / "rng.pt", weights_only=False)
     random.setstate(rng["python"])

@@ -21,8 +21,9 @@ parameters), so a rank with fewer micro-batches runs extra ones with zero loss.
 
 **Deviations / limits.** Checkpoints hold the gathered model on rank 0 (``model.safetensors``,
 loadable anywhere) but the optimizer state of rank 0's shard only, so ``--resume`` is
-refused under FSDP; LoRA is not sharded (refused); a KL reference model is kept whole on
-every rank.
+refused under FSDP; a KL reference model is kept whole on every rank. With LoRA the
+wrapped model is sharded as a whole (frozen base weights and adapters alike) and only the
+adapters are gathered and synced after an update.
 """
 
 from __future__ import annotations
@@ -150,7 +151,7 @@ class FSDPUpdater:
         return self.recompute(self.learner, samples, self.config)
 
     def full_state(self) -> dict[str, Any]:
-        """The full weights, gathered on rank 0 (CPU)."""
+        """The trained weights (every one, or only the LoRA adapters), gathered on rank 0 (CPU)."""
         self._send(("state", None))
         return self._full_state()
 
@@ -183,8 +184,9 @@ class FSDPUpdater:
     def _full_state(self) -> dict[str, Any]:
         from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
+        # Frozen weights (a LoRA base) never change: gathering them would only cost time.
         return get_model_state_dict(self.learner.model, options=StateDictOptions(
-            full_state_dict=True, cpu_offload=True))
+            full_state_dict=True, cpu_offload=True, ignore_frozen_params=True))
 
     # -- the Sharding of ppo_update (collective: every rank calls these in step) -----------
 

@@ -47,6 +47,7 @@ from agentgym.trainers.checkpoint import Checkpointer, TrainState
 from agentgym.trainers.collect import collect, evaluate_mix
 from agentgym.trainers.config import TrainConfig, save_config
 from agentgym.trainers.critic import Critic
+from agentgym.trainers.lora import with_lora
 from agentgym.trainers.metrics import MetricsLog, is_zero_variance, rollout_metrics, succeeded
 from agentgym.trainers.mixture import per_env_metrics
 from agentgym.trainers.progress_train import ProgressFitter, build_fitter
@@ -145,7 +146,7 @@ def build(config: TrainConfig, resume: bool = False) -> Run:
     critic = (Critic.from_policy(model, config.algorithm.value)  # GAE's value head
               if isinstance(estimator, ValueEstimator) and estimator.uses_values else None)
     if config.model.lora.enabled:
-        model = _with_lora(model, config)
+        model = with_lora(model, config.model.lora)
     policy = TransformersPolicy(model, tokenizer, max_batch_size=config.model.max_batch_size,
                                 seed=config.seed)
     params = [p for p in model.parameters() if p.requires_grad]
@@ -320,17 +321,3 @@ def _frozen_copy(model: torch.nn.Module) -> torch.nn.Module:
     for p in reference.parameters():
         p.requires_grad_(False)
     return reference
-
-
-def _with_lora(model: Any, config: TrainConfig) -> Any:
-    try:
-        from peft import LoraConfig, get_peft_model
-    except ImportError as exc:
-        from agentgym.errors import MissingExtraError
-
-        raise MissingExtraError("peft", "train", "model.lora.enabled") from exc
-    lora = config.model.lora
-    return get_peft_model(model, LoraConfig(r=lora.r, lora_alpha=lora.alpha,
-                                            lora_dropout=lora.dropout,
-                                            target_modules=list(lora.target_modules),
-                                            task_type="CAUSAL_LM"))

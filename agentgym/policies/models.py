@@ -36,6 +36,7 @@ GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_DIRNAME = "SmolLM2-135M-Instruct"
 _MARKER = "agentgym-cache.json"  # written last inside the tmp dir: marks a complete cache
 _DTYPES = ("float32", "bfloat16", "float16")
+ADAPTER_CONFIG = "adapter_config.json"  # marks a PEFT (LoRA) adapter folder
 
 
 def _import_torch() -> tuple[Any, Any]:
@@ -131,7 +132,8 @@ def embedded_model_dir(cache_dir: Path | str | None = None) -> Path:
     return final
 
 
-def _is_embedded(name_or_path: str | os.PathLike[str]) -> bool:
+def is_embedded(name_or_path: str | os.PathLike[str]) -> bool:
+    """Whether ``name_or_path`` names the embedded SmolLM2 (``smollm2`` / ``embedded``)."""
     return str(name_or_path).lower() in EMBEDDED_NAMES
 
 
@@ -166,7 +168,7 @@ def load_tokenizer(name_or_path: str | os.PathLike[str] = "smollm2", *,
     """
     _, transformers = _import_torch()
     auto = transformers.AutoTokenizer
-    if not _is_embedded(name_or_path):
+    if not is_embedded(name_or_path):
         return prepare_tokenizer(auto.from_pretrained(_local_dir(name_or_path),
                                                       local_files_only=True))
     root = Path(cache_dir).expanduser() if cache_dir is not None else cache_root()
@@ -184,7 +186,8 @@ def load_model(name_or_path: str | os.PathLike[str] = "smollm2", *, device: str 
 
     Args:
         name_or_path: ``"smollm2"`` (or ``"embedded"``) for the embedded SmolLM2-135M-Instruct,
-            otherwise a local Hugging Face checkpoint folder (never a hub id).
+            otherwise a local Hugging Face checkpoint folder (never a hub id), or a PEFT
+            adapter folder (``adapter_config.json``), loaded on the base model it names.
         device: Torch device, e.g. ``"cpu"`` or ``"cuda"``.
         dtype: ``"float32"``, ``"bfloat16"`` or ``"float16"``.
         cache_dir: agentgym's cache root, as in :func:`embedded_model_dir`.
@@ -203,12 +206,44 @@ def load_model(name_or_path: str | os.PathLike[str] = "smollm2", *, device: str 
     if dtype not in _DTYPES:
         raise ConfigError(f"dtype must be one of {_DTYPES}, got {dtype!r}")
     torch, transformers = _import_torch()
-    folder = (embedded_model_dir(cache_dir) if _is_embedded(name_or_path)
+    folder = (embedded_model_dir(cache_dir) if is_embedded(name_or_path)
               else _local_dir(name_or_path))
+    if (folder / ADAPTER_CONFIG).is_file():
+        return _load_adapter(folder, device=device, dtype=dtype, cache_dir=cache_dir)
     tokenizer = prepare_tokenizer(
         transformers.AutoTokenizer.from_pretrained(folder, local_files_only=True))
     model = transformers.AutoModelForCausalLM.from_pretrained(
         folder, dtype=getattr(torch, dtype), local_files_only=True)
+    return model.to(device).eval(), tokenizer
+
+
+def _load_adapter(folder: Path, *, device: str, dtype: str, cache_dir: Path | str | None
+                  ) -> tuple[Any, Any]:
+    """A PEFT adapter folder on its base model (``base_model_name_or_path``), unmerged.
+
+    Unmerged, the model computes exactly what the training run's LoRA policy computed.
+    """
+    try:
+        import peft
+    except ImportError as exc:
+        raise MissingExtraError("peft", "train", "Loading a LoRA adapter folder") from exc
+    meta = json.loads((folder / ADAPTER_CONFIG).read_text())
+    base = meta.get("base_model_name_or_path")
+    if not base:
+        raise ConfigError(f"{folder / ADAPTER_CONFIG} names no base_model_name_or_path; set it "
+                          "to the base model's local folder")
+    if (Path(str(base)).expanduser() / ADAPTER_CONFIG).is_file():
+        raise ConfigError(f"{folder}: the base model {base!r} is itself an adapter folder")
+    try:
+        model, tokenizer = load_model(base, device=device, dtype=dtype, cache_dir=cache_dir)
+    except ConfigError as exc:
+        raise ConfigError(f"the LoRA adapter in {folder} needs its base model: {exc}; edit "
+                          f"base_model_name_or_path in {folder / ADAPTER_CONFIG}") from exc
+    if any(folder.glob("tokenizer*")):  # exported adapters carry the tokenizer
+        _, transformers = _import_torch()
+        tokenizer = prepare_tokenizer(
+            transformers.AutoTokenizer.from_pretrained(folder, local_files_only=True))
+    model = peft.PeftModel.from_pretrained(model, folder, is_trainable=False)
     return model.to(device).eval(), tokenizer
 
 

@@ -1,0 +1,77 @@
+"""LoRA adapters (Hu et al. 2021, arXiv:2106.09685) on the policy, wherever it runs.
+
+A LoRA layer adds a trained low-rank update to a frozen weight W (d × k):
+
+    h = W x + (α / r) · B A x,    A ∈ R^{r×k}, B ∈ R^{d×r}, B = 0 at the start
+
+Only A and B train. Every place that holds a copy of the policy wraps it the same way
+(:func:`with_lora`: the same :class:`~agentgym.trainers.config.LoraConfig`, so parameter
+names match), and a weight sync sends only the adapters
+(:func:`agentgym.trainers.checkpoint.trainable_state`):
+
+- the embedded loop: the trained model itself generates;
+- async training: the generation copy (a ``deepcopy`` of the wrapped model) gets the adapters;
+- Ray: each generation worker builds its policy with :func:`lora_policy` and receives the
+  adapters (a fresh worker's random adapters are overwritten by the first sync, before any
+  rollout);
+- FSDP: the wrapped model is sharded; only the adapters are gathered after an update.
+
+vLLM generation workers load adapters from disk, not from a weight sync, so LoRA with
+``ray.generation_backend: vllm`` is refused (:func:`check_supported`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentgym.errors import ConfigError, MissingExtraError
+from agentgym.policies.backends import BackendOptions
+from agentgym.trainers.config import LoraConfig, TrainConfig
+
+
+def _peft() -> Any:
+    try:
+        import peft
+    except ImportError as exc:
+        raise MissingExtraError("peft", "train", "model.lora.enabled") from exc
+    return peft
+
+
+def peft_config(lora: LoraConfig) -> Any:
+    """The ``peft.LoraConfig`` for the run's LoRA settings."""
+    return _peft().LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
+                              target_modules=list(lora.target_modules), task_type="CAUSAL_LM")
+
+
+def with_lora(model: Any, lora: LoraConfig) -> Any:
+    """``model`` wrapped by peft with trainable adapters (the base weights frozen)."""
+    return _peft().get_peft_model(model, peft_config(lora))
+
+
+def check_supported(config: TrainConfig) -> None:
+    """Refuse the LoRA combinations whose generation side cannot take adapter syncs.
+
+    Raises:
+        ConfigError: LoRA with vLLM generation workers.
+    """
+    if config.model.lora.enabled and config.engine == "ray" \
+            and config.ray.generation_backend == "vllm":
+        raise ConfigError(
+            "model.lora.enabled with ray.generation_backend=vllm is not supported: vLLM takes "
+            "LoRA adapters as files, not as in-memory weight syncs, so the workers would keep "
+            "generating with the initial adapters; use ray.generation_backend=transformers, "
+            "or train every weight (model.lora.enabled=false)")
+
+
+def lora_policy(model_path: str, lora: LoraConfig, options: BackendOptions) -> Any:
+    """A transformers policy whose model carries (untrained) adapters named as the trainer's.
+
+    A module-level function, so that ``functools.partial`` of it travels to Ray workers.
+    """
+    from agentgym.policies.hf import TransformersPolicy
+    from agentgym.policies.models import load_model
+
+    model, tokenizer = load_model(model_path, device=options.device,
+                                  dtype=options.dtype or "float32")
+    return TransformersPolicy(with_lora(model, lora).eval(), tokenizer,
+                              max_batch_size=options.max_batch_size, seed=options.seed)
