@@ -62,13 +62,15 @@ def _rows_file(policy: str, seeds: int, max_steps: int, max_tokens: int) -> Path
     return RUNS / f"success-{name}-seeds{seeds}-steps{max_steps}-tokens{max_tokens}.json"
 
 
-async def success(policy: str, tasks: list[str], seeds: int, max_steps: int,
+async def success(policy: str, spec: str, seeds: int, max_steps: int,
                   concurrency: int, max_tokens: int, parallel_tasks: int = 1) -> None:
     """Per-task success of ``policy``; writes a section of docs/miniwob.md after each task.
 
+    ``spec`` is ``--tasks`` (the expert plays only the tasks that have a scripted solver).
     Finished tasks are kept in :func:`_rows_file`; the same command skips them (resumes).
     ``parallel_tasks`` tasks run at once, so a model batches their episodes together.
     """
+    tasks = [t for t in _tasks(spec) if policy != "expert" or t in SOLVERS]
     load = os.getloadavg()
     path = _rows_file(policy, seeds, max_steps, max_tokens)
     done: dict[str, list] = json.loads(path.read_text()) if path.exists() else {}
@@ -91,7 +93,7 @@ async def success(policy: str, tasks: list[str], seeds: int, max_steps: int,
               f"{time.perf_counter() - t0:.0f} s", flush=True)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(done, indent=1))
-        _write_success(policy, tasks, seeds, max_steps, f"{concurrency} --max-tokens "
+        _write_success(policy, spec, tasks, seeds, max_steps, f"{concurrency} --max-tokens "
                        f"{max_tokens}" + (f" --parallel-tasks {parallel_tasks}"
                                           if parallel_tasks > 1 else ""),
                        [tuple(done[t]) for t in tasks if t in done], load,
@@ -103,13 +105,13 @@ async def success(policy: str, tasks: list[str], seeds: int, max_steps: int,
     await asyncio.gather(*(one(t) for t in todo))
 
 
-def _write_success(policy: str, tasks: list[str], seeds: int, max_steps: int, options: str,
+def _write_success(policy: str, spec: str, tasks: list[str], seeds: int, max_steps: int,
+                   options: str,
                    rows: list[tuple[str, int, int, int, float]],
                    load: tuple[float, float, float], wall: float) -> None:
     won = sum(r[1] for r in rows)
     played = sum(r[2] for r in rows)
-    tasks_arg = ("" if tasks == sorted(SOLVERS) else " --tasks suite" if tasks == _tasks("suite")
-                 else " --tasks " + ",".join(tasks))
+    tasks_arg = "" if spec == "solvers" else f" --tasks {spec}"
     lines = [
         f"Command: `python benchmarks/miniwob_envs.py success --policy {policy} --seeds {seeds} "
         f"--max-steps {max_steps} --concurrency {options}{tasks_arg}` (it resumes: tasks "
@@ -128,7 +130,8 @@ def _write_success(policy: str, tasks: list[str], seeds: int, max_steps: int, op
               for task, wins, n, errors, steps in rows]
     if len(rows) < len(tasks):
         lines.append(f"\n(Partial: {len(rows)} of {len(tasks)} tasks measured so far.)")
-    write_section(f"Success: {policy}", "\n".join(lines), DOC)
+    title = f"Success: {policy}" + ("" if spec == "solvers" else f", {spec} tasks")
+    write_section(title, "\n".join(lines), DOC)
 
 
 async def _solve(env: MiniWoBEnv, seed: int) -> int:
@@ -324,7 +327,7 @@ def main() -> None:
         asyncio.run(recurrence(_tasks(args.tasks), args.group, args.max_steps))
         return
     if args.what == "success":
-        asyncio.run(success(args.policy, _tasks(args.tasks), args.seeds, args.max_steps,
+        asyncio.run(success(args.policy, args.tasks, args.seeds, args.max_steps,
                             args.concurrency, args.max_tokens, args.parallel_tasks))
     else:
         asyncio.run(speed(sorted(SOLVERS), args.episodes))
