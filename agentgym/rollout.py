@@ -35,6 +35,8 @@ from agentgym.context import (
     make_context,
 )
 from agentgym.env import Env
+from agentgym.errors import ConfigError
+from agentgym.parsing import detect_tool_format, formats_for, parse_tool_calls
 from agentgym.policies.base import Completion, Policy, SamplingParams
 from agentgym.types import Message, Step, StepResult, StepTokens, Trajectory
 
@@ -168,25 +170,49 @@ class LMAgent:
         policy: The generation backend.
         context: How prompts are built (``full`` or ``window``).
         sampling: Sampling parameters for every call.
+        tool_format: The model's tool-call syntax (a name of
+            :data:`agentgym.parsing.FORMATS`), ``auto`` to read it from the tokenizer's chat
+            template, or None. When it names one, calls in that syntax are parsed here and
+            reach the env as structured calls (the prompt history keeps the text as sampled);
+            a reply that does not parse cleanly goes to the env as text, whose parser turns
+            its errors into observations.
     """
 
     policy: Policy
     context: ContextConfig = field(default_factory=ContextConfig)
     sampling: SamplingParams = field(default_factory=SamplingParams)
+    tool_format: str | None = "auto"
     episodes_started: int = field(default=0, init=False, repr=False)
     """Episodes started so far; episode n samples with seed ``sampling.seed + n`` (an engine
     that runs episodes elsewhere sets it to keep the numbering)."""
 
+    def __post_init__(self) -> None:
+        if self.tool_format not in (None, "auto"):
+            try:
+                formats_for(self.tool_format)
+            except ValueError as exc:  # a config mistake: say which setting and the choices
+                raise ConfigError(f"tool_format: {exc}") from None
+
+    @property
+    def parse_formats(self) -> tuple[str, ...] | None:
+        """The parse order of the model's format, or None when it is not known."""
+        fmt = self.tool_format
+        if fmt == "auto":
+            fmt = detect_tool_format(getattr(self.policy, "tokenizer", None))
+        return None if fmt is None else formats_for(fmt)
+
     def start(self, prompt: Sequence[Message], env: Env) -> _LMEpisode:
         """A new episode with its own context (and its own sampling seeds, when seeded)."""
         self.episodes_started += 1
+        formats = self.parse_formats if env.tools else None
         return _LMEpisode(self, make_context(self.context, getattr(self.policy, "tokenizer", None),
-                                             prompt, env.tools), self.episodes_started)
+                                             prompt, env.tools), self.episodes_started, formats)
 
 
 class _LMEpisode:
-    def __init__(self, agent: LMAgent, context: Context, number: int) -> None:
-        self.agent, self.context, self.number = agent, context, number
+    def __init__(self, agent: LMAgent, context: Context, number: int,
+                 formats: tuple[str, ...] | None = None) -> None:
+        self.agent, self.context, self.number, self.formats = agent, context, number, formats
         self.last: Completion | None = None
         self.calls = 0
 
@@ -206,7 +232,12 @@ class _LMEpisode:
         tokens = self.last.tokens()
         if tokens is None and request.prompt_ids and self.last.completion_ids:
             tokens = StepTokens(request.prompt_ids, self.last.completion_ids, self.last.logprobs)
-        return self.last.message(), tokens
+        message = self.last.message()
+        if self.formats is not None and not message.tool_calls:
+            parsed = parse_tool_calls(message.content, self.formats)
+            if parsed.calls and not parsed.errors:
+                message = replace(message, tool_calls=parsed.calls)
+        return message, tokens
 
     def observe(self, observation: Sequence[Message]) -> None:
         assert self.last is not None, "observe() before act()"

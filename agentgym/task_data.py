@@ -24,7 +24,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from agentgym.errors import ConfigError, MissingExtraError, SchemaError
 from agentgym.jsonl import json_lines, loads_strict
@@ -85,7 +85,8 @@ def read_records(source: str | os.PathLike[str] | Any) -> list[Record]:
         MissingExtraError: A Parquet file without ``pyarrow`` installed.
     """
     if _is_dataset(source):
-        records = _rows(iter(source), "dataset", "row")
+        rows = cast(Iterable[Any], source)  # a datasets.Dataset iterates over its rows
+        records = _rows(rows, "dataset", "row")
     else:
         if not isinstance(source, str | os.PathLike):
             raise ConfigError(f"expected a task file path or a datasets.Dataset, got "

@@ -238,17 +238,19 @@ class ToolBox:
 
     Args:
         tools: Tools or documented functions.
-        parser: Text formats to parse calls from when the message has no structured calls;
-            see :func:`agentgym.parsing.parse_tool_calls`.
+        parser: Text formats to parse calls from when the message has no structured calls
+            (default: every family, ``agentgym.parsing.DEFAULT_FORMATS``); see
+            :func:`agentgym.parsing.parse_tool_calls`.
         max_output_chars: Tool results longer than this are cut with a marker.
         max_calls: Most calls run from one message; the rest get an error observation.
     """
 
     def __init__(self, tools: Iterable[Tool | Callable[..., Any]], *,
-                 parser: Sequence[str] = ("hermes", "action", "json"),
+                 parser: Sequence[str] | None = None,
                  max_output_chars: int = 8_000, max_calls: int = 8) -> None:
-        from agentgym.parsing import FORMATS
+        from agentgym.parsing import DEFAULT_FORMATS, FORMATS
 
+        parser = DEFAULT_FORMATS if parser is None else parser
         unknown = [f for f in parser if f not in FORMATS]
         if unknown:
             raise ConfigError(f"unknown tool-call formats {unknown}; choose from {FORMATS}")

@@ -73,7 +73,8 @@ async def collect(config: TrainConfig, policy: Policy, seeds: Sequence[int], gro
                             step_timeout=r.step_timeout, max_steps=cap)
     env_id = config.env.id
     return await (runner or run_groups)(lambda: agentgym.make(env_id, **env_kwargs),
-                                        LMAgent(policy, context, sampling), list(seeds), rollout,
+                                        LMAgent(policy, context, sampling, r.tool_format),
+                                        list(seeds), rollout,
                                         env_id=env_id)
 
 

@@ -24,6 +24,7 @@ from agentgym.engines.april import AprilConfig
 from agentgym.engines.config import RayConfig
 from agentgym.errors import ConfigError, did_you_mean
 from agentgym.files import atomic_write
+from agentgym.parsing import FORMATS
 from agentgym.trainers.horizon import HorizonSchedule
 from agentgym.trainers.supo import SUPOOptions
 from agentgym.trainers.vcpo import VCPOConfig
@@ -109,6 +110,11 @@ class CollectionConfig:
     """Longer prompts end the episode as truncated."""
     step_timeout: float = 300.0
     """Seconds per policy call or env step before the episode is an error."""
+    tool_format: str | None = "auto"
+    """The model's tool-call syntax (``hermes``, ``qwen3_coder``, ``mistral``, ``deepseek``,
+    ``harmony``, ``llama3_json``, ``pythonic``, ``json``, ...): its calls are parsed in the
+    rollout and reach the env as structured calls. ``auto`` reads it from the chat template;
+    null leaves every reply to the env's parser (which reads all of them by their markers)."""
     max_steps: int = 100
     """The rollout engine's cap on env steps per episode (summary turns not counted),
     for envs without a turn limit of their own; an episode that reaches it ends as
@@ -405,6 +411,9 @@ class TrainConfig:
             (self.rollout.top_p == 1.0 or self.loss.recompute_logprobs,
              "rollout.top_p < 1 changes the sampling distribution that the recorded log-probs do "
              "not describe; set rollout.top_p=1.0"),
+            (self.rollout.tool_format in (None, "auto", *FORMATS),
+             f"rollout.tool_format must be auto, null or one of {list(FORMATS)}, got "
+             f"{self.rollout.tool_format!r}"),
         ]
         for ok, message in checks:
             if not ok:
