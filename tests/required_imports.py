@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-REQUIRED = ("torch", "transformers", "ray", "mcp", "datasets", "pyarrow")
+REQUIRED = ("torch", "transformers", "ray", "mcp", "datasets", "pyarrow", "wandb")
 """Top-level packages whose absence must fail the run in CI (vllm is GPU-only: not here)."""
 ORIGINAL = pytest.importorskip
 """pytest's own importorskip, before :func:`install`."""

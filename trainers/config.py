@@ -338,6 +338,28 @@ class AsyncConfig:
 
 
 @dataclass(frozen=True)
+class LoggingConfig:
+    """Where metrics go besides ``metrics.jsonl`` and TensorBoard (trainers/wandb_log.py)."""
+
+    wandb: bool = False
+    """Also log to Weights & Biases: the same metrics, the config, sample trajectories."""
+    wandb_project: str = "agentgym"
+    """The W&B project."""
+    wandb_run_name: str | None = None
+    """The W&B run name (None = the run folder's name)."""
+    wandb_mode: Literal["online", "offline"] | None = None
+    """``offline`` writes the W&B run to ``run_dir/wandb`` only (no account; ``wandb sync``
+    uploads it later); None follows ``WANDB_MODE``, else W&B's default (online)."""
+    sample_trajectories: int = 4
+    """Trajectories per step in the W&B ``trajectories`` table (0 = none)."""
+
+    def __post_init__(self) -> None:
+        if self.sample_trajectories < 0:
+            raise ConfigError(f"logging.sample_trajectories must be >= 0, got "
+                              f"{self.sample_trajectories}")
+
+
+@dataclass(frozen=True)
 class DistributedConfig:
     """Multi-GPU policy updates with FSDP (launch with torchrun; see docs/scale-out.md)."""
 
@@ -394,6 +416,8 @@ class TrainConfig:
     """Overlap generation with the update, with a staleness bound."""
     distributed: DistributedConfig = field(default_factory=DistributedConfig)
     """FSDP settings for multi-GPU updates (read when launched with torchrun)."""
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
+    """Weights & Biases logging (``logging.wandb: true``)."""
 
     def __post_init__(self) -> None:
         from agentgym.trainers.advantages import estimator_info

@@ -271,7 +271,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             train(config)
         else:  # followers keep their files apart and do only the collective work
             follower = replace(config, run_dir=os.path.join(config.run_dir, f".rank{me}"),
-                               tensorboard=False, engine="local")
+                               tensorboard=False, engine="local",
+                               logging=replace(config.logging, wandb=False))
             run = build(follower)
             assert run.driver is not None and run.driver.distributed is not None
             run.driver.distributed.serve()

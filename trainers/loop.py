@@ -62,6 +62,7 @@ from agentgym.trainers.rewards import (
 )
 from agentgym.trainers.supo import check_estimator, supo_metrics, supo_samples
 from agentgym.trainers.update import Learner, UpdateConfig, ppo_update
+from agentgym.trainers.wandb_log import from_config as wandb_sink
 from agentgym.types import Group, Trajectory
 
 
@@ -166,8 +167,9 @@ def build(config: TrainConfig, resume: bool = False) -> Run:
     weights: Any = policy.model if sharded else model  # full weights (rank 0 keeps a copy)
     checkpointer = Checkpointer(run_dir, config.save_every,
                                 resumable=config.resumable_checkpoints)
+    log = MetricsLog(run_dir, config.tensorboard, wandb_sink(config))
     return Run(config, learner, policy, weights, estimator, rewards, progress,
-               MetricsLog(run_dir, config.tensorboard), checkpointer, driver, state,
+               log, checkpointer, driver, state,
                critic=critic)
 
 
@@ -228,6 +230,7 @@ async def train_step(run: Run) -> dict[str, float]:
     rollout_s = time.perf_counter() - start
     groups = Group.from_trajectories(trajs)
     metrics = rollout_metrics(trajs, groups)
+    run.log.trajectories(step + 1, trajs)  # W&B's table, logged beside this step's metrics
     if horizon is not None:
         metrics["horizon/max_turns"] = float(horizon)
     if cfg.envs:  # several envs: env/<label>/... besides the totals

@@ -53,10 +53,14 @@ def weighted_mean(stats: Iterable[tuple[Mapping[str, float | None], float]]) -> 
 
 
 class MetricsLog:
-    """Appends one JSON object per step to ``metrics.jsonl`` and, optionally, TensorBoard."""
+    """One JSON object per step in ``metrics.jsonl``; optionally TensorBoard and W&B.
 
-    def __init__(self, run_dir: Path, tensorboard: bool = True) -> None:
+    W&B (``trainers/wandb_log.py``) gets the same scalars, plus sample trajectories.
+    """
+
+    def __init__(self, run_dir: Path, tensorboard: bool = True, wandb: Any = None) -> None:
         self.path = Path(run_dir) / "metrics.jsonl"
+        self.wandb = wandb
         self.writer: Any = None
         if tensorboard:
             try:
@@ -74,8 +78,17 @@ class MetricsLog:
             for key, value in metrics.items():
                 self.writer.add_scalar(key, value, step)
             self.writer.flush()
+        if self.wandb is not None:
+            self.wandb.log(step, metrics)
+
+    def trajectories(self, step: int, trajs: Sequence[Trajectory]) -> None:
+        """Sample trajectories of the step logged as ``step`` (W&B's ``trajectories`` table)."""
+        if self.wandb is not None:
+            self.wandb.trajectories(step, trajs)
 
     def close(self) -> None:
-        """Close TensorBoard files."""
+        """Close TensorBoard files and finish the W&B run."""
         if self.writer is not None:
             self.writer.close()
+        if self.wandb is not None:
+            self.wandb.close()
