@@ -55,6 +55,9 @@ def check_mix(config: TrainConfig, estimator_needs: Sequence[str] = ()) -> None:
             raise ConfigError(f"envs entries {own} set their own context or history_length, "
                               f"but {config.algorithm.estimator} groups by one history length "
                               "K; set rollout.context/history_length for every env instead")
+    if config.rollout.april.enabled:
+        raise ConfigError("rollout.april (partial rollouts) does not run with several envs yet; "
+                          "set rollout.april.enabled=false or train one env")
     if config.rollout.context == "summarize":
         raise ConfigError("rollout.context=summarize (SUPO) does not run with several envs; "
                           "use full or window contexts in an envs mix")

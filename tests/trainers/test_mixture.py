@@ -47,6 +47,10 @@ def test_config_errors_name_the_fix():
         load_config(None, ["envs=[{id: a}, {id: b, wieght: 2}]"])
     with pytest.raises(ConfigError, match="weight must be > 0"):
         load_config(None, ["envs=[{id: a, weight: 0}]"])
+    with pytest.raises(ConfigError, match="april"):
+        load_config(None, ["rollout.april.enabled=true", "envs=[{id: a}]"])
+    with pytest.raises(ConfigError, match="SUPO"):
+        load_config(None, ["rollout.context=summarize", "envs=[{id: a}]"])
     with pytest.raises(ConfigError, match="own context"):
         load_config(None, ["algorithm.estimator=hgpo", "rollout.context=window",
                            "envs=[{id: a, context: full}, {id: b}]"])
