@@ -35,6 +35,23 @@ from agentgym.types import Message, StepResult, ToolCall
 
 from .describe import describe_view
 from .levels import LEVELS
+from .solvable import unopenable_doors
+
+_MAX_PLAN = 200
+"""Subgoals the bot may stack up; its plans hold a handful, so more means it is looping."""
+
+
+class _BotLooping(Exception):
+    pass
+
+
+class _BoundedPlan(list):
+    """The bot's subgoal stack, cut off where it would grow without end."""
+
+    def append(self, item: Any) -> None:
+        if len(self) >= _MAX_PLAN:
+            raise _BotLooping
+        super().append(item)
 
 ACTIONS = ("turn left", "turn right", "go forward", "pick up", "drop", "toggle")
 """The action vocabulary, in minigrid's action order (left, right, forward, pickup, drop,
@@ -203,7 +220,9 @@ class BabyAIEnv(BaseEnv):
         """The next action of minigrid's BabyAI bot, as a tool call.
 
         Raises:
-            RuntimeError: before ``reset``, or when the bot gives up (it then names why).
+            RuntimeError: before ``reset``, or when the bot gives up or loops (it then names
+                why: on a level generated unsolvable, a locked door whose key is out of reach
+                (see :mod:`.solvable`), the bot's plan would grow without end).
         """
         from minigrid.utils.baby_ai_bot import BabyAIBot
 
@@ -212,7 +231,15 @@ class BabyAIEnv(BaseEnv):
                                "`await env.reset(seed=...)` first")
         if self._bot is None:
             self._bot, self._last_action = BabyAIBot(self.minigrid), None
-        index = int(self._bot.replan(self._last_action))
+            self._bot.stack = _BoundedPlan(self._bot.stack)
+        try:
+            index = int(self._bot.replan(self._last_action))
+        except _BotLooping:
+            self._bot = None
+            doors = unopenable_doors(self.minigrid)
+            why = (f"the level is unsolvable: the {doors[0][2]} door at {doors[0][:2]} is "
+                   "locked and its key is out of reach" if doors else "its plan loops")
+            raise RuntimeError(f"BabyAIBot gives up on {self.task_id}: {why}") from None
         self._last_action = None  # the bot assumes its own suggestion is played next
         if index >= len(ACTIONS):
             raise RuntimeError(f"BabyAIBot suggests 'done' on {self.task_id}; the level "
