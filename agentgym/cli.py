@@ -352,6 +352,41 @@ def train(
 
 
 @app.command()
+def sft(
+    config: Annotated[Path, typer.Argument(
+        help="SFT config YAML (see examples/sft_sokoban.yaml).")],
+    overrides: Annotated[list[str] | None, typer.Argument(
+        help="Dotted overrides, e.g. optim.lr=1e-4 data.success_only=true.")] = None,
+    resume: Annotated[bool, typer.Option(help="Continue from the run's latest checkpoint.")
+                      ] = False,
+) -> None:
+    """Fine-tune a policy on demonstrations (expert or filtered rollouts) before RL.
+
+    The run's checkpoints load into train as model.path; run_dir/model is the fine-tuned
+    model as a Hugging Face folder (for hf:PATH policies and agentgym eval).
+    """
+    from agentgym.phases import JsonlTail, Phases, exit_interrupted
+    from agentgym.trainers.sft_config import load_sft_config
+
+    cfg = load_sft_config(config, overrides or [])  # mistakes fail here, before torch loads
+    from agentgym.trainers.sft import sft as run_sft  # imports torch
+
+    try:
+        with Phases(err) as progress:
+            def note(row: dict[str, Any]) -> None:
+                line = held_out_line(row)
+                if line is not None:
+                    progress.note(line)
+
+            with JsonlTail(Path(cfg.run_dir) / "metrics.jsonl", note):
+                run_dir = run_sft(cfg, resume=resume, progress=progress)
+    except KeyboardInterrupt:
+        exit_interrupted(err, f"the checkpoints so far are in {cfg.run_dir}; --resume goes on")
+    console.print(f"fine-tuned model: {run_dir / 'checkpoints'} (train: model.path="
+                  f"{run_dir / 'model'})", soft_wrap=True)
+
+
+@app.command()
 def export(
     run_dir: Annotated[Path, typer.Argument(
         help="A training run folder (the run_dir of agentgym train).")],

@@ -37,7 +37,6 @@ import torch
 import agentgym
 from agentgym.errors import AgentGymError, ConfigError
 from agentgym.policies.hf import TransformersPolicy
-from agentgym.policies.models import load_model
 from agentgym.trainers import checkpoint
 from agentgym.trainers.advantages import Estimator, estimator_info, get_estimator
 from agentgym.trainers.advantages.gae import ValueEstimator
@@ -50,6 +49,7 @@ from agentgym.trainers.critic import Critic
 from agentgym.trainers.lora import with_lora
 from agentgym.trainers.metrics import MetricsLog, is_zero_variance, rollout_metrics, succeeded
 from agentgym.trainers.mixture import per_env_metrics
+from agentgym.trainers.models import load_trained_model
 from agentgym.trainers.progress_train import ProgressFitter, build_fitter
 from agentgym.trainers.rewards import (
     RewardComponent,
@@ -140,8 +140,8 @@ def build(config: TrainConfig, resume: bool = False) -> Run:
     run_dir.mkdir(parents=True, exist_ok=True)
     save_config(config, run_dir / "config.yaml")
     _seed_everything(config.seed)
-    model, tokenizer = load_model(config.model.path, device=config.model.device,
-                                  dtype=config.model.dtype)
+    model, tokenizer = load_trained_model(config.model.path, device=config.model.device,
+                                          dtype=config.model.dtype)
     reference = _frozen_copy(model) if config.loss.kl_coef > 0 else None
     progress = build_fitter(config, model, last if resume else None)  # copies the initial policy
     critic = (Critic.from_policy(model, config.algorithm.value)  # GAE's value head
@@ -249,7 +249,8 @@ async def train_step(run: Run) -> dict[str, float]:
         groups = run.critic.annotate(groups)
     if run.progress is not None:  # SPA: refit the progress estimator, write ĉ_t into the steps
         groups = await run.progress.on_groups(step, groups, metrics, _explorer(run))
-    kept = [g for g in groups if len(g.scorable) >= 2
+    least = 2 if estimator_info(cfg.algorithm.estimator).group_baseline else 1
+    kept = [g for g in groups if len(g.scorable) >= least
             and not (cfg.algorithm.drop_zero_variance_groups and is_zero_variance(g))]
     if cfg.rollout.context == "summarize":  # SUPO: one sequence per working context
         metrics.update(supo_metrics(trajs))
@@ -294,22 +295,29 @@ def _explorer(run: Run) -> Any:
 @torch.no_grad()
 async def evaluate(run: Run) -> dict[str, float]:
     """Greedy success rate and mean reward on the held-out seeds, and the eval suite if set."""
-    cfg = run.config.env
     out: dict[str, float] = {}
     if run.config.eval.suite:  # agentgym.evaluation: eval/<suite>/<entry>/... metrics
         from agentgym.evaluation.training import evaluate_suite
 
         out.update(await evaluate_suite(run.config, run.policy, run.state.step))
     runner = run.driver.run_groups if run.driver is not None else None
-    if run.config.envs:  # several envs: each its own held-out seeds
-        return {**out, **await evaluate_mix(run.config, run.policy, runner)}
+    return {**out, **await evaluate_held_out(run.config, run.policy, runner)}
+
+
+@torch.no_grad()
+async def evaluate_held_out(config: TrainConfig, policy: TransformersPolicy,
+                            runner: Any = None) -> dict[str, float]:
+    """Greedy success rate and mean reward on the ``env.eval_seeds`` held-out seeds."""
+    if config.envs:  # several envs: each its own held-out seeds
+        return await evaluate_mix(config, policy, runner)
+    cfg = config.env
     if not cfg.eval_seeds:
-        return out
+        return {}
     seeds = range(cfg.eval_first_seed, cfg.eval_first_seed + cfg.eval_seeds)
-    trajs = [x for x in await collect(run.config, run.policy, seeds, 1, 0.0, seed=0,
+    trajs = [x for x in await collect(config, policy, seeds, 1, 0.0, seed=0,
                                       evaluation=True, runner=runner) if x.scorable]
     n = max(len(trajs), 1)
-    return {**out, "eval/success_rate": sum(map(succeeded, trajs)) / n,
+    return {"eval/success_rate": sum(map(succeeded, trajs)) / n,
             "eval/reward_mean": sum(x.outcome_reward or 0.0 for x in trajs) / n}
 
 

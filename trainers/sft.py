@@ -1,0 +1,201 @@
+r"""Supervised fine-tuning on demonstrations (behaviour cloning): ``agentgym sft CONFIG``.
+
+    L(θ) = − (1 / Σ_i |y_i|) · Σ_i Σ_t log π_θ(y_{i,t} | x_i, y_{i,<t})
+
+over the imitated steps i of the kept trajectories: x_i is the prompt the policy saw at that
+step (masked: no loss), y_i the action's tokens ending with EOS; a token mean over each
+optimizer step's batch, accumulated over micro-batches exactly as the RL update does.
+
+Data: expert episodes (``agentgym rollout ENV --policy expert``) or model rollouts filtered
+to the successful ones, i.e. rejection-sampling fine-tuning (RFT; Yuan et al. 2023, "Scaling
+Relationship on Learning Mathematical Reasoning with Large Language Models", arXiv
+2308.01825). The loop form of RFT is ``agentgym train`` with ``algorithm.estimator: rft``
+(``trainers/advantages/rft.py``). Prompts are the RL rollouts' own
+(:mod:`agentgym.trainers.sft_data`), so the SFT model meets in RL the prompts it learned on.
+
+Choices: constant learning rate; one pass order per epoch drawn from ``(seed, epoch)``;
+checkpoints in the ``train`` format (``trainers/checkpoint.py``; the step is the optimizer
+step), so ``--resume`` and ``model.path: RUN/checkpoints/step-N`` work as for ``train``;
+held-out greedy evaluation (the trainer's own) before the first and after the last step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from agentgym.context import ContextConfig
+from agentgym.errors import ConfigError
+from agentgym.policies.hf import TransformersPolicy
+from agentgym.trainers import checkpoint
+from agentgym.trainers.batching import Sample, micro_batches
+from agentgym.trainers.checkpoint import Checkpointer, TrainState
+from agentgym.trainers.config import save_config
+from agentgym.trainers.loop import evaluate_held_out
+from agentgym.trainers.lora import with_lora
+from agentgym.trainers.loss import packed_token_logprobs, token_logprobs
+from agentgym.trainers.metrics import MetricsLog
+from agentgym.trainers.models import export_model, load_trained_model
+from agentgym.trainers.sft_config import SFTConfig, SFTOptimConfig
+from agentgym.trainers.sft_data import demonstration_samples, load_demonstrations
+
+
+def context_config(config: SFTConfig) -> ContextConfig:
+    """The context manager settings of the run's ``rollout`` section."""
+    r = config.rollout
+    return ContextConfig(mode=r.context, history_length=r.history_length,
+                         max_prompt_tokens=r.max_prompt_tokens)
+
+
+def batches(n: int, optim: SFTOptimConfig, seed: int) -> list[list[int]]:
+    """Sample indices of every optimizer step, all epochs, in order (deterministic)."""
+    out: list[list[int]] = []
+    for epoch in range(optim.epochs):
+        order = np.random.default_rng([seed, epoch]).permutation(n)
+        out += [order[i:i + optim.batch_size].tolist() for i in range(0, n, optim.batch_size)]
+    return out
+
+
+def nll_step(model: torch.nn.Module, batch: Sequence[Sample], *, budget: int, pad_id: int,
+             device: torch.device | str, backward: bool = True, pack: bool = False
+             ) -> tuple[float, int]:
+    """The token-mean NLL of ``batch`` (gradients accumulated when ``backward``).
+
+    Returns:
+        ``(loss, completion tokens)``.
+    """
+    total = sum(s.num_completion_tokens for s in batch)
+    loss_sum = 0.0
+    score = packed_token_logprobs if pack else token_logprobs
+    for mb in micro_batches(list(batch), budget, pad_id, pack=pack):
+        mb = mb.to(device)
+        with torch.set_grad_enabled(backward):
+            logp, _ = score(model, mb.input_ids, mb.attention_mask, 1.0,
+                                     mask=mb.loss_mask)
+            loss = -(logp * mb.loss_mask).sum() / max(total, 1)
+        if backward:
+            loss.backward()
+        loss_sum += float(loss.detach())
+    return loss_sum, total
+
+
+def demonstration_loss(model: torch.nn.Module, samples: Sequence[Sample], *, pad_id: int,
+                       device: torch.device | str = "cpu", budget: int = 4096) -> float:
+    """Token-mean NLL of the model on ``samples`` (no gradients)."""
+    was_training = model.training
+    model.eval()
+    loss, _ = nll_step(model, samples, budget=budget, pad_id=pad_id, device=device,
+                       backward=False)
+    model.train(was_training)
+    return loss
+
+
+def sft(config: SFTConfig, resume: bool = False, progress: Any = None) -> Path:
+    """Run (or resume) supervised fine-tuning; returns the run directory.
+
+    Raises:
+        ConfigError: Existing checkpoints without ``resume`` (or none with it), or no
+            demonstration left after filtering.
+    """
+    run_dir = Path(config.run_dir)
+    last = checkpoint.latest(run_dir)
+    if last is not None and not resume:
+        raise ConfigError(f"{run_dir} already holds checkpoints; pass --resume to continue the "
+                          "run, or set run_dir to a new folder")
+    if resume and last is None:
+        raise ConfigError(f"--resume: no checkpoint in {run_dir}; start the run without --resume")
+    if resume and last is not None:
+        checkpoint.check_resumable(last)
+    trajs, read = load_demonstrations(config.data)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    save_config(config, run_dir / "config.yaml")  # type: ignore[arg-type]  # any dataclass
+    random.seed(config.seed)
+    np.random.seed(config.seed)
+    torch.manual_seed(config.seed)
+    model, tokenizer = load_trained_model(config.model.path, device=config.model.device,
+                                          dtype=config.model.dtype)
+    samples = demonstration_samples(trajs, tokenizer, context_config(config),
+                                    skip_invalid_steps=config.data.skip_invalid_steps)
+    if not samples:
+        raise ConfigError(f"the {len(trajs)} kept trajectories hold no step to imitate (every "
+                          "step invalid or without an action); check data.skip_invalid_steps")
+    if config.model.lora.enabled:
+        model = with_lora(model, config.model.lora)
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=config.optim.lr,
+                                  weight_decay=config.optim.weight_decay)
+    state = TrainState(0, 0)
+    if resume and last is not None:
+        state = checkpoint.load(last, model, optimizer)
+    policy = TransformersPolicy(model, tokenizer, max_batch_size=config.model.max_batch_size,
+                                seed=config.seed)
+    log = MetricsLog(run_dir, config.tensorboard)
+    log_data = {"data/trajectories_read": float(read), "data/trajectories": float(len(trajs)),
+                "data/samples": float(len(samples)),
+                "data/tokens": float(sum(s.num_completion_tokens for s in samples))}
+    try:
+        asyncio.run(_run(config, model, optimizer, policy, samples, state, log, log_data,
+                         progress))
+    finally:
+        log.close()
+    if config.export:
+        export_model(model, tokenizer, run_dir / "model")
+    return run_dir
+
+
+async def _run(config: SFTConfig, model: Any, optimizer: torch.optim.Optimizer,
+               policy: TransformersPolicy, samples: list[Sample], state: TrainState,
+               log: MetricsLog, log_data: dict[str, float], progress: Any) -> None:
+    plan = batches(len(samples), config.optim, config.seed)
+    per_epoch = math.ceil(len(samples) / config.optim.batch_size)
+    checkpointer = Checkpointer(Path(config.run_dir), config.save_every,
+                                resumable=config.resumable_checkpoints)
+    train_config = config.as_train_config()
+    pad_id = policy.tokenizer.pad_token_id
+    clip = config.optim.grad_clip if config.optim.grad_clip > 0 else float("inf")
+    params = [p for p in model.parameters() if p.requires_grad]
+    task = progress.add_task("sft", total=len(plan), completed=state.step) \
+        if progress is not None else None
+    try:
+        if state.step == 0:
+            log.log(0, {**log_data, **await evaluate_held_out(train_config, policy)})
+        epoch_losses: list[float] = []
+        while state.step < len(plan):
+            start = time.perf_counter()
+            model.train()
+            optimizer.zero_grad(set_to_none=True)
+            loss, tokens = nll_step(model, [samples[i] for i in plan[state.step]],
+                                    budget=config.optim.max_tokens_per_micro_batch,
+                                    pad_id=pad_id, device=policy.device,
+                                    pack=config.optim.pack_prefixes)
+            norm = float(torch.nn.utils.clip_grad_norm_(params, clip))
+            optimizer.step()
+            model.eval()
+            await policy.update_weights([])  # shared weights: a new version for generation
+            state = TrainState(state.step + 1, 0)
+            step = state.step
+            epoch_losses.append(loss)
+            metrics = {"loss": loss, "grad_norm": norm, "trained_tokens": float(tokens),
+                       "epoch": (step - 1) // per_epoch + 1,
+                       "update_s": time.perf_counter() - start}
+            if step % per_epoch == 0:
+                metrics["epoch_loss"] = float(np.mean(epoch_losses))
+                epoch_losses = []
+            if (config.eval_every and step % config.eval_every == 0) or step == len(plan):
+                metrics.update(await evaluate_held_out(train_config, policy))
+            log.log(step, metrics)
+            if checkpointer.due(step, last=len(plan)):
+                checkpointer.save(state, model, optimizer)
+            if task is not None:
+                progress.update(task, completed=step,
+                                description=f"sft epoch {metrics['epoch']} loss {loss:.4f}")
+    finally:
+        await policy.aclose()
