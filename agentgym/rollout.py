@@ -195,11 +195,11 @@ class LMAgent:
 
     @property
     def parse_formats(self) -> tuple[str, ...] | None:
-        """The parse order of the model's format, or None when it is not known."""
+        """The model's format alone (other syntax stays the env's to read), or None."""
         fmt = self.tool_format
         if fmt == "auto":
             fmt = detect_tool_format(getattr(self.policy, "tokenizer", None))
-        return None if fmt is None else formats_for(fmt)
+        return None if fmt is None else (fmt,)
 
     def start(self, prompt: Sequence[Message], env: Env) -> _LMEpisode:
         """A new episode with its own context (and its own sampling seeds, when seeded)."""
