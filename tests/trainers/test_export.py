@@ -186,3 +186,16 @@ def test_bad_exports_are_refused_with_the_fix_and_lose_nothing(tmp_path, tiny_mo
     assert (full / "keep.txt").read_text() == "mine" and len(list(full.iterdir())) == 1
     assert tree_digest(run_dir) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["full", "run"]  # no half exports
+
+
+def test_cli_mistake_exits_2_with_the_message(tmp_path, monkeypatch, capsys):
+    import sys
+
+    from agentgym import cli
+
+    monkeypatch.setattr(sys, "argv", ["agentgym", "export", str(tmp_path), "--out",
+                                      str(tmp_path.parent / f"{tmp_path.name}-out")])
+    with pytest.raises(SystemExit) as exc:
+        cli.main()
+    assert exc.value.code == 2
+    assert "not a training run folder (no config.yaml)" in " ".join(capsys.readouterr().err.split())

@@ -32,6 +32,17 @@ def frozen_and_adapters(model):
     return frozen, {n: p.clone() for n, p in trainable_state(model).items()}  # not views
 
 
+def spy_on(obj, method, sent):
+    """Record the parameter names each weight sync through ``obj.method`` sends."""
+    original = getattr(obj, method)
+
+    async def spy(state, *args, **kwargs):
+        sent.append(sorted(dict(state)))
+        return await original(state, *args, **kwargs)
+
+    setattr(obj, method, spy)
+
+
 async def train_two_steps(run):
     try:
         for _ in range(2):
@@ -48,7 +59,10 @@ def test_async_training_syncs_trained_adapters_into_the_generation_copy(tmp_path
     assert trained is not generating  # overlap: generation reads its own copy
     base, start = frozen_and_adapters(trained)
     assert start and all("lora_" in n for n in start)
+    sent = []
+    spy_on(run.policy, "update_weights", sent)
     asyncio.run(train_two_steps(run))
+    assert sent == [sorted(start)] * 2  # each sync carried the adapters and nothing else
     after = trainable_state(trained)
     moved = [n for n in after if "lora_B" in n and not torch.equal(after[n], start[n])]
     assert moved  # B starts at zero: a moved B is a trained adapter
@@ -69,6 +83,8 @@ def test_ray_generation_workers_generate_with_the_trained_adapters(tmp_path, tin
     driver = run.driver
     assert driver is not None and driver.engine is not None
     base, start = frozen_and_adapters(run.learner.model)
+    sent = []
+    spy_on(driver.engine, "sync_weights", sent)
 
     async def main():
         for _ in range(2):
@@ -92,6 +108,7 @@ def test_ray_generation_workers_generate_with_the_trained_adapters(tmp_path, tin
     after = trainable_state(run.learner.model)
     assert any(not torch.equal(after[n], start[n]) for n in after if "lora_B" in n)
     assert remote.completion_ids == local.completion_ids and remote.policy_version == 2
+    assert sent == [sorted(start)] * 3  # the first sync before any rollout, then one a step
     assert remote.logprobs == pytest.approx(local.logprobs, abs=1e-5)
     assert all(torch.equal(p, base[n]) for n, p in run.learner.model.named_parameters()
                if not p.requires_grad)
