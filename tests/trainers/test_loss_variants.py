@@ -103,3 +103,33 @@ def test_config_options():
         load_config(None, ["loss.policy_loss=gpso"])
     with pytest.raises(ConfigError, match="max_completion_tokens"):
         LossConfig(max_completion_tokens=0)
+
+
+@pytest.mark.parametrize(("policy_loss", "aggregation"),
+                         [("gspo", "seq_mean"), ("cispo", "token_mean"), ("ppo", "seq_sum")])
+def test_each_variant_trains_a_step(tmp_path, tiny_model_dir, policy_loss, aggregation):
+    """The config options reach the update: one step on a tiny model moves its weights."""
+    import json
+
+    from safetensors.torch import load_file
+
+    from agentgym.trainers.config import TrainConfig, from_dict
+    from agentgym.trainers.loop import build, train
+
+    data = {"run_dir": str(tmp_path / "run"), "steps": 1, "save_every": 1, "tensorboard": False,
+            "env": {"id": "agentgym/Sokoban-v0", "max_turns": 2},
+            "model": {"path": str(tiny_model_dir)},
+            "rollout": {"tasks_per_step": 2, "group_size": 2, "max_tokens": 6},
+            "algorithm": {"options": {"mode": "mean_norm"}},
+            "loss": {"policy_loss": policy_loss, "aggregation": aggregation},
+            "optim": {"lr": 1e-3}}
+    cfg = from_dict(TrainConfig, data)
+    before = {n: p.detach().clone() for n, p in build(cfg).model.named_parameters()}
+    import shutil
+
+    shutil.rmtree(cfg.run_dir)
+    run = train(cfg)
+    after = load_file(run / "checkpoints" / "step-000001" / "model.safetensors")
+    assert any(not torch.equal(after[n], before[n]) for n in before)
+    row = json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])
+    assert math.isfinite(row["loss"]) and row["samples"] > 0
