@@ -30,6 +30,7 @@ from typing import Any, Literal
 from agentgym.errors import ConfigError
 from agentgym.trainers import checkpoint
 from agentgym.trainers.config import load_config
+from agentgym.trainers.models import is_checkpoint, load_trained_model
 
 MARKER = "agentgym-export.json"
 
@@ -116,6 +117,11 @@ def export_run(run_dir: str | os.PathLike[str], out: str | os.PathLike[str], *,
     found = find_checkpoint(run_dir, step)
     meta = json.loads((found / checkpoint.MARKER).read_text())
     base_path = base or config.model.path
+    if lora and not merge and is_checkpoint(base_path):
+        raise ConfigError(
+            f"the run's base model {base_path!r} is a checkpoint of another run, which an "
+            "adapter folder cannot name as its base; pass --merge for a full model, or export "
+            "that run first (agentgym export) and name its folder with --base")
     model, tokenizer, base_dir = _load_base(base_path, config.model.dtype)
     if lora:
         from agentgym.trainers.lora import with_lora
@@ -136,10 +142,10 @@ def export_run(run_dir: str | os.PathLike[str], out: str | os.PathLike[str], *,
 
 
 def _load_base(path: str, dtype: str) -> tuple[Any, Any, Path]:
-    from agentgym.policies.models import embedded_model_dir, is_embedded, load_model
+    from agentgym.policies.models import embedded_model_dir, is_embedded
 
-    try:
-        model, tokenizer = load_model(path, dtype=dtype)
+    try:  # a model folder, smollm2, or (as in train) a checkpoint of an earlier run
+        model, tokenizer = load_trained_model(path, dtype=dtype)
     except ConfigError as exc:
         raise ConfigError(f"the run's base model cannot be loaded: {exc}; pass its folder "
                           "with --base PATH") from exc

@@ -69,9 +69,9 @@ def lora_policy(model_path: str, lora: LoraConfig, options: BackendOptions) -> A
     A module-level function, so that ``functools.partial`` of it travels to Ray workers.
     """
     from agentgym.policies.hf import TransformersPolicy
-    from agentgym.policies.models import load_model
+    from agentgym.trainers.models import load_trained_model  # imports this module
 
-    model, tokenizer = load_model(model_path, device=options.device,
-                                  dtype=options.dtype or "float32")
+    model, tokenizer = load_trained_model(model_path, device=options.device,
+                                          dtype=options.dtype or "float32")
     return TransformersPolicy(with_lora(model, lora).eval(), tokenizer,
                               max_batch_size=options.max_batch_size, seed=options.seed)

@@ -199,3 +199,20 @@ def test_cli_mistake_exits_2_with_the_message(tmp_path, monkeypatch, capsys):
         cli.main()
     assert exc.value.code == 2
     assert "not a training run folder (no config.yaml)" in " ".join(capsys.readouterr().err.split())
+
+
+def test_run_started_from_another_runs_checkpoint_exports_merged(tmp_path, tiny_model_dir):
+    """SFT/RL chains: model.path names a checkpoint; export rebuilds that base too."""
+    from transformers import AutoModelForCausalLM
+
+    first = trained_run(tmp_path / "a", tiny_model_dir)
+    start = Path(first.config.run_dir) / "checkpoints" / "step-000001"
+    second = trained_run(tmp_path / "b", tiny_model_dir, f"model.path={start}",
+                         "model.lora.enabled=true", "model.lora.r=4")
+    with pytest.raises(ConfigError, match="pass --merge for a full model"):
+        export_run(second.config.run_dir, tmp_path / "adapter")
+    export_run(second.config.run_dir, tmp_path / "merged", merge=True)
+    merged = AutoModelForCausalLM.from_pretrained(tmp_path / "merged").eval()
+    ids = torch.tensor([greedy(second.policy).prompt_ids])
+    with torch.no_grad():
+        assert torch.allclose(merged(ids).logits, second.policy.model(ids).logits, atol=1e-5)
