@@ -1,0 +1,423 @@
+"""Does step-level credit beat GRPO on multi-turn tasks? SFT-warm SmolLM2, then RL.
+
+    python benchmarks/credit_study.py                 # unfinished units for 14 minutes
+    python benchmarks/credit_study.py --all           # every unit, no time limit
+    python benchmarks/credit_study.py --report        # only rewrite docs/learning.md
+    python benchmarks/credit_study.py --scale         # GPU: bigger groups, vLLM-free budget x4
+
+Units, per env (Sokoban, TextArena FrozenLake), in order:
+
+1. ``demos``: expert episodes on training seeds (``agentgym rollout ENV --policy expert``);
+2. ``sft``: ``agentgym sft`` of SmolLM2 on them; its evaluation uses *tuning* seeds
+   (500,000+), so the SFT amount is chosen without looking at the held-out seeds;
+3. ``revisits``: groups of SFT-model rollouts on training seeds; the share of steps whose
+   HGPO level-k group (same last k state keys within the group) has another member;
+4. ``rl``: ``agentgym train`` from the SFT model with GRPO, GiGPO, HGPO and SALT, 3 seeds
+   each, one budget (steps × tasks × group size), held-out greedy success (1,000,000+)
+   before, every ``eval_every`` steps and after.
+
+Every unit runs as a subprocess of the CLI and is cached on disk under ``--cache``
+(default ``runs/credit_study``), keyed by env, estimator, seed and budget: a finished unit
+(``result.json``) is never redone, an interrupted one resumes from its last checkpoint
+(``--resume``; checkpoints are resumable and saved every step). ``--limit-minutes`` stops a
+unit (it then resumes on the next call), so the study can go on across days on a shared
+machine; run each call under ``flock /tmp/heavy.lock``. ``docs/learning.md`` is rewritten
+after every call from whatever is finished, saying which units are still missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+ESTIMATORS = ("grpo", "gigpo", "hgpo", "salt")
+SEEDS = (0, 1, 2)
+TUNING_FIRST_SEED = 500_000
+HELD_OUT_FIRST_SEED = 1_000_000
+
+
+@dataclass(frozen=True)
+class Setup:
+    """One env of the study: its id, demonstrations, SFT amount and RL budget."""
+
+    name: str
+    env_id: str
+    kwargs: dict[str, Any]
+    max_turns: int
+    max_tokens: int
+    expert_episodes: int
+    sft_epochs: int = 1
+    sft_lr: float = 5e-5
+    sft_batch: int = 16
+    steps: int = 8
+    tasks_per_step: int = 2
+    group_size: int = 4
+    history_length: int = 1
+    eval_seeds: int = 24
+    eval_every: int = 4
+    lr: float = 1e-5
+    estimators: tuple[str, ...] = ESTIMATORS
+    seeds: tuple[int, ...] = SEEDS
+    model: str = "smollm2"
+    device: str = "cpu"
+    dtype: str = "float32"
+
+    def budget(self) -> dict[str, Any]:
+        """What makes two RL runs comparable (part of every RL cache key)."""
+        return {k: getattr(self, k) for k in ("steps", "tasks_per_step", "group_size",
+                                              "history_length", "max_turns", "max_tokens",
+                                              "eval_seeds", "eval_every", "lr")}
+
+    def sft_key(self) -> str:
+        fields = {k: getattr(self, k) for k in ("model", "env_id", "kwargs", "max_turns",
+                                                "expert_episodes", "sft_epochs", "sft_lr",
+                                                "sft_batch", "history_length", "max_tokens")}
+        return "sft-" + _hash(fields)
+
+
+SETUPS = {
+    "sokoban": Setup("sokoban", "agentgym/Sokoban-v0", {"max_steps_generation": 10},
+                     max_turns=8, max_tokens=24, expert_episodes=100),
+    "frozenlake": Setup("frozenlake", "textarena/FrozenLake-v0", {}, max_turns=10,
+                        max_tokens=8, expert_episodes=100),
+}
+
+
+def scaled(setup: Setup) -> Setup:
+    """The ``--scale`` budget for a GPU machine: larger groups, more tasks and steps."""
+    return replace(setup, steps=setup.steps * 4, tasks_per_step=setup.tasks_per_step * 4,
+                   group_size=8, eval_seeds=128, expert_episodes=setup.expert_episodes * 4,
+                   device="cuda", dtype="bfloat16")
+
+
+def _hash(data: Any) -> str:
+    return hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()[:8]
+
+
+def _write_json(path: Path, data: Any) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+def _metrics(run: Path) -> list[dict[str, Any]]:
+    path = run / "metrics.jsonl"
+    return [json.loads(x) for x in path.read_text().splitlines()] if path.is_file() else []
+
+
+def _cli(args: list[str], limit_s: float) -> bool:
+    """Run ``agentgym ARGS``; False when it ran out of time (it resumes on the next call)."""
+    try:
+        subprocess.run([sys.executable, "-m", "agentgym.cli", *args], cwd=ROOT, check=True,
+                       timeout=limit_s)
+    except subprocess.TimeoutExpired:
+        print(f"stopped at the time limit; the next call resumes: agentgym {' '.join(args)}")
+        return False
+    return True
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        cpu = next(x.split(":", 1)[1].strip() for x in Path("/proc/cpuinfo").read_text()
+                   .splitlines() if x.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return f"{cpu}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}"
+
+
+# ----------------------------------------------------------------------------------- units
+
+@dataclass(frozen=True)
+class Unit:
+    """One cached piece of work."""
+
+    setup: Setup
+    kind: str  # demos | sft | revisits | rl
+    folder: Path
+    estimator: str = ""
+    seed: int = 0
+
+    @property
+    def done(self) -> bool:
+        return (self.folder / "result.json").is_file()
+
+
+def units(setup: Setup, cache: Path) -> Iterator[Unit]:
+    base = cache / setup.name
+    sft = base / setup.sft_key()
+    yield Unit(setup, "demos", base / f"demos-{setup.expert_episodes}")
+    yield Unit(setup, "sft", sft)
+    yield Unit(setup, "revisits", sft / "revisits")
+    for seed in setup.seeds:  # seeds outer: every estimator gets seed 0 before any gets seed 1
+        for estimator in setup.estimators:
+            yield Unit(setup, "rl", base / "rl" / f"{estimator}-seed{seed}-"
+                       f"{_hash([setup.sft_key(), setup.budget()])}", estimator, seed)
+
+
+def run_unit(unit: Unit, cache: Path, limit_s: float) -> bool:
+    """Do (or go on with) one unit; True when it finished."""
+    s, folder = unit.setup, unit.folder
+    folder.mkdir(parents=True, exist_ok=True)
+    sft_dir = cache / s.name / s.sft_key()
+    demos = cache / s.name / f"demos-{s.expert_episodes}" / "expert.jsonl"
+    env = {"id": s.env_id, "kwargs": s.kwargs, "max_turns": s.max_turns}
+    rollout = {"context": "window", "history_length": s.history_length,
+               "max_tokens": s.max_tokens}
+    start = time.time()
+    if unit.kind == "demos":
+        kw = [f"--kw={k}={v}" for k, v in s.kwargs.items()]
+        ok = _cli(["rollout", s.env_id, "--policy", "expert", "--episodes",
+                   str(s.expert_episodes), "--out", str(demos), *kw], limit_s)
+        result: dict[str, Any] = {"episodes": s.expert_episodes}
+    elif unit.kind == "sft":
+        config = {"run_dir": str(folder), "save_every": 1, "resumable_checkpoints": True,
+                  "env": {**env, "eval_seeds": s.eval_seeds,
+                          "eval_first_seed": TUNING_FIRST_SEED},
+                  "rollout": rollout, "data": {"paths": [str(demos)]},
+                  "model": {"path": s.model, "device": s.device, "dtype": s.dtype},
+                  "optim": {"lr": s.sft_lr, "epochs": s.sft_epochs, "batch_size": s.sft_batch}}
+        path = folder.parent / f"{folder.name}.yaml"
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
+        resume = ["--resume"] if (folder / "checkpoints").is_dir() else []
+        ok = _cli(["sft", str(path), *resume], limit_s)
+        rows = _metrics(folder)
+        result = {"tuning_success_before": rows[0].get("eval/success_rate"),
+                  "tuning_success_after": rows[-1].get("eval/success_rate"),
+                  "steps": rows[-1]["step"], "samples": rows[0].get("data/samples")}
+    elif unit.kind == "revisits":
+        ok, result = revisits(s, sft_dir / "model", folder, limit_s)
+    else:
+        config = {"run_dir": str(folder / "run"), "seed": unit.seed, "steps": s.steps,
+                  "save_every": 1, "resumable_checkpoints": True, "eval_every": s.eval_every,
+                  "env": {**env, "eval_seeds": s.eval_seeds,
+                          "eval_first_seed": HELD_OUT_FIRST_SEED,
+                          "first_seed": 10_000 * unit.seed},
+                  "model": {"path": str(sft_dir / "model"), "device": s.device,
+                            "dtype": s.dtype},
+                  "rollout": {**rollout, "tasks_per_step": s.tasks_per_step,
+                              "group_size": s.group_size},
+                  "algorithm": {"estimator": unit.estimator}, "optim": {"lr": s.lr}}
+        path = folder / "config.yaml"
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
+        resume = ["--resume"] if (folder / "run" / "checkpoints").is_dir() else []
+        ok = _cli(["train", str(path), *resume], limit_s)
+        rows = _metrics(folder / "run")
+        curve = [(r["step"], r["eval/success_rate"]) for r in rows if "eval/success_rate" in r]
+        train_rows = [r for r in rows if "loss" in r]
+        result = {"curve": curve, "held_out_before": curve[0][1] if curve else None,
+                  "held_out_after": curve[-1][1] if curve else None,
+                  "tokens": sum(r.get("prompt_tokens", 0) + r.get("completion_tokens", 0)
+                                for r in train_rows),
+                  "train_seconds": sum(r.get("rollout_s", 0) + r.get("update_s", 0)
+                                       for r in train_rows),
+                  "train_success": [r.get("success_rate") for r in train_rows]}
+    wall = folder / "wall.json"
+    spent = (json.loads(wall.read_text())["seconds"] if wall.is_file() else 0.0)
+    spent += time.time() - start
+    _write_json(wall, {"seconds": spent, "machine": machine()})
+    if ok:
+        _write_json(folder / "result.json", {**result, "wall_seconds": spent,
+                                             "machine": machine()})
+    return ok
+
+
+def revisits(s: Setup, model: Path, folder: Path, limit_s: float) -> tuple[bool, dict]:
+    """Share of steps whose level-k HGPO group has another member (k = 1 … K + 1)."""
+    out = folder / "groups.jsonl"
+    kw = [f"--kw={k}={v}" for k, v in {**s.kwargs, "max_turns": s.max_turns}.items()]
+    ok = _cli(["rollout", s.env_id, "--policy", f"hf:{model}", "--episodes",
+               str(8 * s.group_size), "--group-size", str(s.group_size), "--seed", "20000",
+               "--context", "window", "--history-length", str(s.history_length),
+               "--max-tokens", str(s.max_tokens), "--out", str(out), *kw], limit_s)
+    if not ok:
+        return False, {}
+    from agentgym.jsonl import read_trajectories
+    from agentgym.types import Group
+
+    groups = Group.from_trajectories(list(read_trajectories(out)))
+    levels = range(1, s.history_length + 2)
+    shared = dict.fromkeys(levels, 0)
+    total = 0
+    for group in groups:
+        keys = {}
+        for traj in group.scorable:
+            states = [st.state_key for st in traj.steps]
+            for t in range(len(states)):
+                for k in levels:
+                    suffix = tuple(states[max(0, t - k + 1):t + 1])
+                    if t + 1 >= k and None not in suffix:
+                        keys.setdefault((k, suffix), []).append(1)
+        for traj in group.scorable:
+            states = [st.state_key for st in traj.steps]
+            for t in range(len(states)):
+                total += 1
+                for k in levels:
+                    suffix = tuple(states[max(0, t - k + 1):t + 1])
+                    if t + 1 >= k and len(keys.get((k, suffix), ())) >= 2:
+                        shared[k] += 1
+    success = sum(bool(t.steps and t.steps[-1].result.info.get("success"))
+                  for g in groups for t in g.scorable)
+    episodes = sum(len(g.scorable) for g in groups)
+    return True, {"steps": total, "groups": len(groups), "group_size": s.group_size,
+                  "share_grouped": {str(k): shared[k] / max(total, 1) for k in levels},
+                  "train_success_t1": success / max(episodes, 1)}
+
+
+# ---------------------------------------------------------------------------------- report
+
+def interval(values: list[float]) -> tuple[float, float]:
+    """Mean and the half-width of a t 95% interval over seeds (0 for one seed)."""
+    n = len(values)
+    mean = sum(values) / n
+    if n < 2:
+        return mean, 0.0
+    t = {2: 12.706, 3: 4.303, 4: 3.182, 5: 2.776}.get(n, 2.0)
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    return mean, t * sd / math.sqrt(n)
+
+
+def report(setups: list[Setup], cache: Path, command: str, out: Path) -> str:
+    lines = ["# Learning: does step-level credit beat GRPO on multi-turn tasks?", "",
+             "Written by `benchmarks/credit_study.py` from its cache; every figure below was "
+             "measured by it. Reproduce (and continue: finished runs are cached and never "
+             f"redone, unfinished ones resume):\n\n    {command}\n",
+             "Recipe: SmolLM2-135M-Instruct, supervised warm start on expert episodes "
+             "(`agentgym sft`), then RL (`agentgym train`) from that model with each "
+             "estimator under one budget and the same seeds. Held-out success is greedy, on "
+             f"seeds {HELD_OUT_FIRST_SEED:,}+; the SFT amount is judged on tuning seeds "
+             f"{TUNING_FIRST_SEED:,}+ only.", ""]
+    for s in setups:
+        all_units = list(units(s, cache))
+        lines += [f"## {s.env_id}", "",
+                  f"Env kwargs {s.kwargs}, at most {s.max_turns} turns, window context "
+                  f"K={s.history_length}, {s.max_tokens} tokens per action. RL budget: "
+                  f"{s.steps} steps × {s.tasks_per_step} tasks × {s.group_size} rollouts, "
+                  f"lr {s.lr}, held-out evaluation on {s.eval_seeds} seeds every "
+                  f"{s.eval_every} steps.", ""]
+        sft = next(u for u in all_units if u.kind == "sft")
+        if sft.done:
+            r = json.loads((sft.folder / "result.json").read_text())
+            lines += [f"**SFT warm start**: {s.expert_episodes} expert episodes "
+                      f"({r['samples']:.0f} steps), {s.sft_epochs} epoch(s), lr {s.sft_lr}, "
+                      f"batch {s.sft_batch}: tuning-seed success {r['tuning_success_before']:.0%}"
+                      f" → {r['tuning_success_after']:.0%} ({r['wall_seconds'] / 60:.0f} min, "
+                      f"{r['machine']}).", ""]
+        else:
+            lines += ["**SFT warm start**: not finished yet.", ""]
+        rev = next(u for u in all_units if u.kind == "revisits")
+        if rev.done:
+            r = json.loads((rev.folder / "result.json").read_text())
+            shares = ", ".join(f"level {k}: {v:.0%}" for k, v in r["share_grouped"].items())
+            lines += [f"**State revisits** ({r['groups']} groups of {r['group_size']} rollouts "
+                      f"of the SFT model at T=1, {r['steps']} steps; success "
+                      f"{r['train_success_t1']:.0%}): share of steps whose HGPO level-k group "
+                      f"has another member: {shares}. Level 1 is GiGPO's anchor-state group.",
+                      ""]
+        rl = [u for u in all_units if u.kind == "rl"]
+        done = [u for u in rl if u.done]
+        if done:
+            lines += ["| estimator | runs | held-out before | held-out after (mean ± 95%) | "
+                      "tokens/run | train s/run | wall min/run |", "|---|---|---|---|---|---|---|"]
+            for est in s.estimators:
+                rs = [json.loads((u.folder / "result.json").read_text())
+                      for u in done if u.estimator == est]
+                if not rs:
+                    lines.append(f"| {est} | 0 | | | | | |")
+                    continue
+                before = interval([r["held_out_before"] for r in rs])
+                after = interval([r["held_out_after"] for r in rs])
+                lines.append(
+                    f"| {est} | {len(rs)} | {before[0]:.1%} | {after[0]:.1%} ± {after[1]:.1%} | "
+                    f"{sum(r['tokens'] for r in rs) / len(rs):,.0f} | "
+                    f"{sum(r['train_seconds'] for r in rs) / len(rs):.0f} | "
+                    f"{sum(r['wall_seconds'] for r in rs) / len(rs) / 60:.1f} |")
+            png = plot(s, done, out.parent)
+            lines += ["", f"![learning curves]({png.name})", ""]
+        missing = [f"{u.estimator}/seed {u.seed}" for u in rl if not u.done]
+        lines += [f"RL runs finished: {len(done)} of {len(rl)}"
+                  + (f"; still to run: {', '.join(missing)}." if missing else "."), ""]
+    return "\n".join(lines)
+
+
+def plot(s: Setup, done: list[Unit], folder: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for i, est in enumerate(s.estimators):
+        for u in (u for u in done if u.estimator == est):
+            curve = json.loads((u.folder / "result.json").read_text())["curve"]
+            ax.plot(*zip(*curve, strict=True), color=f"C{i}", alpha=0.8, marker="o",
+                    label=est if u.seed == min(x.seed for x in done if x.estimator == est)
+                    else None)
+    ax.set_xlabel("training step")
+    ax.set_ylabel("held-out success")
+    ax.set_title(s.env_id)
+    ax.legend()
+    path = folder / f"learning_{s.name}.png"
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--envs", default="sokoban,frozenlake")
+    parser.add_argument("--cache", type=Path, default=ROOT / "runs" / "credit_study")
+    parser.add_argument("--all", action="store_true", help="every unit, no time limit")
+    parser.add_argument("--report", action="store_true", help="only rewrite docs/learning.md")
+    parser.add_argument("--scale", action="store_true", help="GPU budget (see scaled())")
+    parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                        help="change a Setup field (YAML value), e.g. --set steps=1; the "
+                             "cache keys change with it")
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "learning.md")
+    parser.add_argument("--limit-minutes", type=float, default=14.0,
+                        help="stop after this long (an unfinished unit resumes next call)")
+    args = parser.parse_args()
+    setups = [SETUPS[name] for name in args.envs.split(",")]
+    if args.scale:
+        setups = [scaled(s) for s in setups]
+    changes = {}
+    for item in args.set:
+        key, _, value = item.partition("=")
+        parsed = yaml.safe_load(value)
+        changes[key] = tuple(parsed) if isinstance(parsed, list) else parsed
+    setups = [replace(s, **changes) for s in setups]
+    if not args.report:
+        todo = [u for s in setups for u in units(s, args.cache) if not u.done]
+        # one env at a time: its demos, SFT and revisits before its RL runs
+        end = time.time() + args.limit_minutes * 60
+        for unit in todo:
+            left = end - time.time() if not args.all else 1e9
+            if left < 60:
+                break
+            print(f"unit: {unit.setup.name} {unit.kind} {unit.estimator} {unit.seed}".strip(),
+                  flush=True)
+            if not run_unit(unit, args.cache, left):
+                break
+    command = "flock /tmp/heavy.lock python benchmarks/credit_study.py " + " ".join(
+        a for a in sys.argv[1:] if a not in ("--report",))
+    args.out.write_text(report(setups, args.cache, command.strip(), args.out))
+    print(f"wrote {args.out} ({machine()})")
+
+
+if __name__ == "__main__":
+    main()
