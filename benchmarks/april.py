@@ -16,7 +16,13 @@ once, as a GPU does while decoding is memory-bound; env steps take ``--env-ms``.
 version goes up after every step (the update), so the share of handed-over turns sampled by
 older weights is what APRIL's importance correction has to handle.
 
-    python benchmarks/april.py              # prints the table, writes docs/scale-out.md
+With ``--policy smollm2`` the agent is the real SmolLM2-135M-Instruct (the embedded GGUF,
+through the in-process transformers backend, which batches concurrent calls); the env
+then sets each episode's length itself, lognormal as above, seeded by the task and the
+model's first reply, so generation cost is real and the lengths stay long-tailed.
+
+    python benchmarks/april.py                   # scripted agent; writes docs/scale-out.md
+    python benchmarks/april.py --policy smollm2 --steps 4 --groups 4 --group-size 4
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -35,8 +42,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from results import machine_note, write_section  # noqa: E402
 
 from agentgym.engines.april import AprilConfig, PartialRollouts  # noqa: E402
+from agentgym.engines.versioned import VersionedAgent  # noqa: E402
 from agentgym.env import BaseEnv  # noqa: E402
-from agentgym.rollout import RolloutConfig, run_groups  # noqa: E402
+from agentgym.policies.base import SamplingParams  # noqa: E402
+from agentgym.rollout import LMAgent, RolloutConfig, run_groups  # noqa: E402
 from agentgym.types import Message, StepResult, StepTokens, Trajectory  # noqa: E402
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "scale-out.md"
@@ -58,6 +67,32 @@ class StopEnv(BaseEnv):
         await asyncio.sleep(self.env_ms / 1000)
         done = action.content == "stop"
         return StepResult((Message("user", "go on"),), 1.0 if done else None, terminated=done)
+
+
+class LengthEnv(BaseEnv):
+    """Ends after a lognormal number of turns drawn from the task and the first reply."""
+
+    prose_is_action = True
+
+    def __init__(self, median: float, sigma: float, max_turns: int) -> None:
+        super().__init__()
+        self.median, self.sigma, self.max_turns = median, sigma, max_turns
+        self.length: int | None = None
+
+    async def _reset(self, seed, options):
+        self.seed, self.length = seed or 0, None
+        return [Message("user", "Count upwards, one number per reply.")], {}
+
+    async def _step(self, action):
+        if self.length is None:
+            rng = np.random.default_rng([self.seed, len(action.content)])
+            self.length = _length(rng, self.median, self.sigma, self.max_turns)
+        done = self.turn + 1 >= self.length
+        return StepResult((Message("user", "next"),), 1.0 if done else None, terminated=done)
+
+
+def _length(rng: np.random.Generator, median: float, sigma: float, max_turns: int) -> int:
+    return int(min(max_turns, max(1, round(median * rng.lognormal(0, sigma)))))
 
 
 class Decoder:
@@ -102,8 +137,7 @@ class LongTailAgent:
     def start(self, prompt, env):
         self.started += 1
         rng = np.random.default_rng(self.started)
-        length = int(min(self.max_turns, max(1, round(self.median * rng.lognormal(0, self.sigma)))))
-        return _Episode(self, length)
+        return _Episode(self, _length(rng, self.median, self.sigma, self.max_turns))
 
 
 class _Episode:
@@ -121,9 +155,21 @@ class _Episode:
         pass
 
 
-async def run_mode(mode: str, args: argparse.Namespace) -> dict[str, float]:
+async def run_mode(mode: str, args: argparse.Namespace, policy: Any = None
+                   ) -> dict[str, float]:
     decoder = Decoder(args.tick_ms)
-    agent = LongTailAgent(decoder, args.median, args.sigma, args.max_turns)
+    agent: Any = LongTailAgent(decoder, args.median, args.sigma, args.max_turns)
+
+    def make_env() -> BaseEnv:
+        return StopEnv(args.env_ms)
+
+    if policy is not None:  # a real model: the env draws the lengths
+        decoder.version = policy.policy_version  # the model is shared by both modes
+        agent = VersionedAgent(LMAgent(policy, sampling=SamplingParams(
+            temperature=1.0, max_tokens=args.max_tokens, seed=0)))
+
+        def make_env() -> BaseEnv:
+            return LengthEnv(args.median, args.sigma, args.max_turns)
     config = RolloutConfig(group_size=args.group_size, concurrency=10_000,
                            max_steps=args.max_turns + 1)
     pool = PartialRollouts(AprilConfig(enabled=True, oversample=args.oversample)) \
@@ -136,14 +182,15 @@ async def run_mode(mode: str, args: argparse.Namespace) -> dict[str, float]:
             if pool is None:
                 seeds = range(next_seed, next_seed + args.groups)
                 next_seed += args.groups
-                trajs = await run_groups(lambda: StopEnv(args.env_ms), agent, seeds, config)
+                trajs = await run_groups(make_env, agent, seeds, config)
             else:
-                trajs, metrics = await pool.round(lambda: StopEnv(args.env_ms), agent,
-                                                  args.groups, config)
+                trajs, metrics = await pool.round(make_env, agent, args.groups, config)
                 carried.append(metrics["april/carried_out"])
             times.append(time.perf_counter() - start)
             handed.append((trajs, decoder.version))
             decoder.version += 1  # the update between steps
+            if policy is not None:
+                await policy.update_weights([], version=decoder.version)
     finally:
         if pool is not None:
             await pool.aclose()
@@ -173,6 +220,20 @@ def _figures(times: list[float], handed: list[tuple[list[Trajectory], int]],
             "carried_mean": float(np.mean(carried)) if carried else 0.0}
 
 
+async def both_modes(args: argparse.Namespace) -> dict[str, dict[str, float]]:
+    """Both modes, one after the other, on one event loop (and one loaded model)."""
+    policy = None
+    if args.policy == "smollm2":
+        from agentgym.policies.hf import TransformersPolicy
+
+        policy = TransformersPolicy.load("smollm2", seed=0)
+    try:
+        return {mode: await run_mode(mode, args, policy) for mode in ("sync", "april")}
+    finally:
+        if policy is not None:
+            await policy.aclose()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=20, help="training steps per mode")
@@ -185,41 +246,58 @@ def main() -> None:
     parser.add_argument("--max-turns", type=int, default=64, help="longest episode")
     parser.add_argument("--tick-ms", type=float, default=20.0, help="decode tick latency")
     parser.add_argument("--env-ms", type=float, default=2.0, help="env step latency")
+    parser.add_argument("--policy", choices=("scripted", "smollm2"), default="scripted",
+                        help="scripted agent behind a simulated decoder, or the real model")
+    parser.add_argument("--max-tokens", type=int, default=8, help="tokens per reply (smollm2)")
     parser.add_argument("--no-write", action="store_true", help="print only")
     args = parser.parse_args()
     load = os.getloadavg()
-    rows = {mode: asyncio.run(run_mode(mode, args)) for mode in ("sync", "april")}
+    rows = asyncio.run(both_modes(args))
     speedup = rows["april"]["episodes_per_s"] / rows["sync"]["episodes_per_s"]
     lines = ["| mode | rollout s | s/step mean | s/step max | episodes/s | turns/s | "
              "turns/episode (mean, max) | calls per decode tick | handed-over turns from older "
              "weights (max age) | episodes past the default staleness bound | episodes carried "
              "per step |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
+    real = args.policy == "smollm2"
+
+    def batch(r: dict[str, float]) -> str:
+        return "n/a" if real else f"{r['batch_mean']:.1f}"
+
     for mode, r in rows.items():
         lines.append(
             f"| {mode} | {r['rollout_s']:.2f} | {r['step_s_mean']:.3f} | {r['step_s_max']:.3f} "
             f"| {r['episodes_per_s']:.1f} | {r['turns_per_s']:.1f} | {r['turns_mean']:.2f}, "
-            f"{r['turns_max']:.0f} | {r['batch_mean']:.1f} | {r['stale_turn_frac']:.1%} "
+            f"{r['turns_max']:.0f} | {batch(r)} | {r['stale_turn_frac']:.1%} "
             f"({r['staleness_max']:.0f}) | {r['over_bound_frac']:.1%} | "
             f"{r['carried_mean']:.1f} |")
     table = "\n".join(lines)
     print(table)
     print(f"APRIL / sync episodes per second: {speedup:.2f}x")
+    command = " ".join(["python benchmarks/april.py", *sys.argv[1:]])
+    agent = (f"SmolLM2-135M-Instruct on CPU (transformers backend), {args.max_tokens} tokens "
+             "a reply at temperature 1, lengths drawn by the env") if real else (
+        f"a scripted agent behind a batched decoder of {args.tick_ms:g} ms a tick; env steps "
+        f"{args.env_ms:g} ms")
+    note = ("Generation is the real model's; the weights do not change between steps (only "
+            "the version moves), so the staleness columns count what the trainer would "
+            "correct.") if real else (
+        "The figures are sleeps on one event loop (decode ticks and env latency), so they "
+        "show scheduling, not model speed.")
     body = (
-        f"`python benchmarks/april.py` ({args.steps} steps per mode of B = {args.groups} groups "
+        f"`{command}` ({args.steps} steps per mode of B = {args.groups} groups "
         f"× G = {args.group_size}; APRIL oversample {args.oversample:g}; episode lengths "
         f"lognormal with median {args.median:g} turns and σ = {args.sigma:g}, at most "
-        f"{args.max_turns}; a scripted agent behind a batched decoder of "
-        f"{args.tick_ms:g} ms a tick; env steps {args.env_ms:g} ms). Both modes ran in the "
+        f"{args.max_turns}; {agent}). Both modes ran in the "
         f"same process, one after the other.\n\n{table}\n\n"
         f"APRIL delivered {speedup:.2f}× the finished episodes per second of rollout time. "
         "The sync step waits for its longest episode (s/step max); APRIL's ends when B "
         "groups are whole, keeps the decoder's batches fuller, and pays with turns sampled "
         "by older weights, which the trainer importance-corrects. Machine: "
-        f"{machine_note(load)}. The figures are sleeps on one event loop (decode ticks and "
-        "env latency), so they show scheduling, not model speed.")
+        f"{machine_note(load)}. {note}")
     if not args.no_write:
-        write_section("APRIL benchmark: rollout throughput on a long-tailed env", body, DOC)
+        title = "APRIL benchmark: rollout throughput on a long-tailed env"
+        write_section(title + (", SmolLM2-135M" if real else ""), body, DOC)
 
 
 if __name__ == "__main__":
