@@ -10,6 +10,7 @@ valid key. The resolved config is written to ``<run_dir>/config.yaml``.
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from collections.abc import Mapping, Sequence
@@ -48,6 +49,56 @@ class EnvConfig:
     """First held-out seed (kept far from the training seeds)."""
     eval_kwargs: dict[str, Any] = field(default_factory=dict)
     """Merged over ``kwargs`` for the held-out evaluation (e.g. ``{split: test}``)."""
+
+
+@dataclass(frozen=True)
+class EnvMixEntry(EnvConfig):
+    """One env of a weighted mix (the ``envs`` list; trainers/mixture.py).
+
+    Every :class:`EnvConfig` field (id, kwargs, max_turns, seeds, held-out evaluation) plus
+    the entry's share of each step and its own context and reward settings.
+    """
+
+    name: str | None = None
+    """Label in metrics (``env/<name>/...``) and group ids; default: the env id. Two entries
+    of one env id need different names."""
+    weight: float = 1.0
+    """Share of each step's tasks: weight / sum of weights (largest remainder)."""
+    reward_scale: float = 1.0
+    """Multiplies this env's outcome and step rewards before the estimator."""
+    reward_accumulation: Literal["gated", "direct"] | None = None
+    """This env's rewards rewritten by G-RA (``gated``) or D-RA (``direct``) with
+    ``reward_options`` before the estimator (then ``reward_scale``); None: as the env gives."""
+    reward_options: dict[str, Any] = field(default_factory=dict)
+    """Fields of ``trainers.rewards.SWERewardConfig`` for ``reward_accumulation``."""
+    context: Literal["full", "window"] | None = None
+    """This env's context manager (None = ``rollout.context``)."""
+    history_length: int | None = None
+    """K of this env's window context (None = ``rollout.history_length``)."""
+    max_tokens: int | None = None
+    """Most tokens per policy call in this env (None = ``rollout.max_tokens``)."""
+    max_prompt_tokens: int | None = None
+    """This env's prompt limit (None = ``rollout.max_prompt_tokens``)."""
+
+    @property
+    def label(self) -> str:
+        """The entry's name, or its env id."""
+        return self.name or self.id
+
+    def __post_init__(self) -> None:
+        where = f"envs entry {self.label!r}"
+        if not (self.weight > 0 and math.isfinite(self.weight)):
+            raise ConfigError(f"{where}: weight must be > 0, got {self.weight}")
+        if not math.isfinite(self.reward_scale):
+            raise ConfigError(f"{where}: reward_scale must be a finite number, got "
+                              f"{self.reward_scale}")
+        for name in ("history_length", "max_tokens", "max_prompt_tokens"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ConfigError(f"{where}: {name} must be >= 1 or null, got {value}")
+        if self.name is not None and (not self.name or "|" in self.name or ":" in self.name):
+            raise ConfigError(f"{where}: name must be non-empty without '|' or ':', got "
+                              f"{self.name!r}")
 
 
 @dataclass(frozen=True)
@@ -393,7 +444,10 @@ class TrainConfig:
     tensorboard: bool = True
     """Also write TensorBoard event files."""
     env: EnvConfig = field(default_factory=EnvConfig)
-    """The environment."""
+    """The environment (leave it out when ``envs`` lists several)."""
+    envs: tuple[EnvMixEntry, ...] = ()
+    """Several envs in one run, each with a weight, its own tasks, context and reward scale;
+    groups never mix envs and metrics come per env (``env/<name>/...``). Empty: ``env``."""
     model: ModelConfig = field(default_factory=ModelConfig)
     """The policy model."""
     rollout: CollectionConfig = field(default_factory=CollectionConfig)
@@ -442,6 +496,10 @@ class TrainConfig:
         for ok, message in checks:
             if not ok:
                 raise ConfigError(message)
+        if self.envs:
+            from agentgym.trainers.mixture import check_mix
+
+            check_mix(self, info.needs)
         self._check_off_policy(info.level)
         k = self.algorithm.options.get("history_length")
         if "history_length" in info.needs:
@@ -523,6 +581,8 @@ def _coerce(hint: Any, value: Any, path: str) -> Any:
     if origin is tuple:
         if isinstance(value, str) or not isinstance(value, Sequence):
             raise ConfigError(f"{path} must be a list, got {value!r}")
+        if len(args) == 2 and args[1] is Ellipsis and args[0] is not Any:
+            return tuple(_coerce(args[0], v, f"{path}[{i}]") for i, v in enumerate(value))
         return tuple(value)
     if origin is dict or hint is Any:
         if origin is dict and not isinstance(value, Mapping):

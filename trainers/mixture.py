@@ -8,9 +8,10 @@ Task k of the run (the training seeds are the run's task indices) is seed
 depends only on k: runs and resumed runs draw the same tasks.
 
 Every entry collects with its own env kwargs, turn limit, context, token limits and
-reward scale. A group is the rollouts of one task of one entry (``group_id`` is
-``<label>:<seed>``), so groups never mix envs, and the estimator normalises within each
-env's groups. Metrics come per entry as ``env/<label>/<metric>``, held-out evaluation too
+reward settings (G-RA / D-RA rewriting as ``trainers/rewards.py`` does it, then a scale).
+A group is the rollouts of one task of one entry (``group_id`` is ``<label>:<seed>``), so
+groups never mix envs, and the estimator normalises within each env's groups. Metrics
+come per entry as ``env/<label>/<metric>``, held-out evaluation too
 (``env/<label>/eval/success_rate``); the plain metrics are over all envs.
 """
 
@@ -22,6 +23,12 @@ from typing import TYPE_CHECKING
 
 from agentgym.errors import ConfigError
 from agentgym.trainers.metrics import rollout_metrics
+from agentgym.trainers.rewards import (
+    RewardComponent,
+    SWERewardConfig,
+    rescore_groups,
+    swe_components,
+)
 from agentgym.types import Group, Trajectory
 
 if TYPE_CHECKING:
@@ -55,6 +62,13 @@ def check_mix(config: TrainConfig, estimator_needs: Sequence[str] = ()) -> None:
             raise ConfigError(f"envs entries {own} set their own context or history_length, "
                               f"but {config.algorithm.estimator} groups by one history length "
                               "K; set rollout.context/history_length for every env instead")
+    own = [e.label for e in config.envs if e.reward_accumulation is not None]
+    if own and config.algorithm.reward_accumulation != "none":
+        raise ConfigError(f"envs entries {own} set their own reward_accumulation and "
+                          f"algorithm.reward_accumulation={config.algorithm.reward_accumulation} "
+                          "applies to every env; set it in one place")
+    for entry in config.envs:
+        reward_components(entry)  # unknown reward_options fail now, naming the entry
     if config.rollout.april.enabled:
         raise ConfigError("rollout.april (partial rollouts) does not run with several envs yet; "
                           "set rollout.april.enabled=false or train one env")
@@ -100,11 +114,32 @@ def entry_rollout(entry: EnvMixEntry, rollout: CollectionConfig) -> CollectionCo
     return replace(rollout, **changes) if changes else rollout
 
 
-def label_trajectories(entry: EnvMixEntry, trajs: Sequence[Trajectory]) -> list[Trajectory]:
-    """The entry's trajectories with ``<label>:<seed>`` group ids and rewards × reward_scale.
+def reward_components(entry: EnvMixEntry) -> list[RewardComponent] | None:
+    """The G-RA / D-RA components of an entry with its own ``reward_accumulation``, or None.
 
-    Error trajectories keep ``outcome_reward=None``; a step without a reward keeps None.
+    Raises:
+        ConfigError: ``reward_options`` names a field ``SWERewardConfig`` does not have.
     """
+    if entry.reward_accumulation is None:
+        return None
+    try:
+        return swe_components(SWERewardConfig(**entry.reward_options))
+    except TypeError as exc:
+        raise ConfigError(f"envs entry {entry.label!r}: reward_options: {exc}") from None
+
+
+def label_trajectories(entry: EnvMixEntry, trajs: Sequence[Trajectory]) -> list[Trajectory]:
+    """The entry's trajectories with ``<label>:<seed>`` group ids and its reward settings.
+
+    Rewards are rewritten by the entry's ``reward_accumulation`` (if any), then multiplied
+    by ``reward_scale``. Error trajectories keep ``outcome_reward=None``; a step without a
+    reward keeps None.
+    """
+    components = reward_components(entry)
+    if components is not None and entry.reward_accumulation is not None:
+        groups = rescore_groups(Group.from_trajectories(trajs), components,
+                                entry.reward_accumulation)
+        trajs = [t for g in groups for t in g.trajectories]
     scale, out = entry.reward_scale, []
     for t in trajs:
         seed = t.group_id.rpartition(_SEP)[2]

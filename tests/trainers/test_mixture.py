@@ -9,7 +9,7 @@ from agentgym.errors import ConfigError
 from agentgym.trainers.config import EnvMixEntry, TrainConfig, from_dict, load_config
 from agentgym.trainers.loop import train
 from agentgym.trainers.mixture import label_trajectories, split_seeds
-from agentgym.types import Message, Step, StepResult, Trajectory
+from agentgym.types import Group, Message, Step, StepResult, Trajectory
 
 
 def test_split_follows_the_weights_and_never_repeats_a_seed():
@@ -36,6 +36,34 @@ def test_labels_group_ids_and_scales_rewards():
     assert out.group_id == "soko:7" and out.outcome_reward == 2.0
     assert out.steps[0].result.reward == 1.0
     assert err.group_id == "soko:7" and err.outcome_reward is None
+
+
+def test_an_entry_rewrites_its_rewards_with_g_ra_then_scales_them():
+    from agentgym.trainers.rewards import SWERewardConfig, rescore_groups, swe_components
+
+    def episode(i, resolved):
+        steps = (Step(0, Message("assistant", "look"), StepResult((), reward=None)),
+                 Step(1, Message("assistant", "submit"), StepResult(
+                     (), reward=float(resolved), terminated=True,
+                     info={"submitted": True, "resolved": resolved, "patch_empty": False})))
+        return Trajectory(f"t{i}", "task", "agentgym/SWE-v0:0", (), steps,
+                          outcome_reward=float(resolved))
+
+    trajs = [episode(0, True), episode(1, False)]
+    entry = EnvMixEntry(id="agentgym/SWE-v0", name="swe", reward_accumulation="gated",
+                        reward_options={"valid_turn": 0.2}, reward_scale=0.5)
+    out = label_trajectories(entry, trajs)
+    (want,) = rescore_groups(Group.from_trajectories(trajs),
+                             swe_components(SWERewardConfig(valid_turn=0.2)), "gated")
+    assert [t.outcome_reward for t in out] == [0.5 * t.outcome_reward
+                                               for t in want.trajectories]
+    assert out[0].outcome_reward != 0.5 * trajs[0].outcome_reward  # rewritten, not only scaled
+    with pytest.raises(ConfigError, match="'swe': reward_options.*valid_trun"):
+        load_config(None, ["envs=[{id: a, name: swe, reward_accumulation: gated, "
+                           "reward_options: {valid_trun: 1}}]"])
+    with pytest.raises(ConfigError, match="set it in one place"):
+        load_config(None, ["algorithm.reward_accumulation=gated",
+                           "envs=[{id: a, reward_accumulation: direct}]"])
 
 
 def test_config_errors_name_the_fix():
