@@ -205,18 +205,33 @@ def test_april_config_errors_name_the_fix():
         load_config(None, ["rollout.april.enabled=true", "engine=ray"])
 
 
-def test_april_training_run_on_tiny_model(tmp_path, tiny_model_dir):
+@pytest.fixture
+def longtail_id():
+    """LongTailEnv registered for the length of one test (both registries restored)."""
+    import gymnasium
+
+    from agentgym.registry import registry
+
+    registry.load()  # the built-ins first, so that restoring keeps them
+    ours, theirs = dict(registry._specs), dict(gymnasium.registry)
+    agentgym.register("agtest/LongTail-v0", LongTailEnv)
+    yield "agtest/LongTail-v0"
+    registry._specs.clear()
+    registry._specs.update(ours)
+    gymnasium.registry.clear()
+    gymnasium.registry.update(theirs)
+
+
+def test_april_training_run_on_tiny_model(tmp_path, tiny_model_dir, longtail_id):
     """Carried episodes reach the trainer as stale turns, corrected and trained."""
     from agentgym.trainers.config import load_config
     from agentgym.trainers.loop import train
     from agentgym.trainers.metrics import read_metrics
 
-    if "agtest/LongTail-v0" not in agentgym.registry:
-        agentgym.register("agtest/LongTail-v0", LongTailEnv)
     overrides = [f"run_dir={tmp_path / 'run'}", "steps=4", "save_every=4",
                  f"model.path={tiny_model_dir}", "rollout.tasks_per_step=2",
                  "rollout.group_size=2", "rollout.max_tokens=4", "tensorboard=false",
-                 "optim.lr=0.01", "env.id=agtest/LongTail-v0", "rollout.april.enabled=true",
+                 "optim.lr=0.01", f"env.id={longtail_id}", "rollout.april.enabled=true",
                  "rollout.april.max_staleness=8"]
     rows = read_metrics(train(load_config(None, overrides)))
     assert [r["policy_version"] for r in rows] == [1.0, 2.0, 3.0, 4.0]
