@@ -251,7 +251,8 @@ class LossConfig:
     sequences, or summed per sequence over a constant length (``seq_sum``, Dr. GRPO; pair it
     with ``algorithm.options.mode=mean_norm``)."""
     max_completion_tokens: int | None = None
-    """``seq_sum``'s constant length L_max (None = ``rollout.max_tokens``)."""
+    """``seq_sum``'s constant length L_max (None = ``rollout.max_tokens``, or the largest
+    ``max_tokens`` of an envs mix)."""
     kl_coef: float = 0.0
     """Coefficient of the k3 KL to the initial (reference) policy; 0 disables it."""
     entropy_coef: float = 0.0

@@ -63,8 +63,10 @@ class UpdateConfig:
     @classmethod
     def of(cls, config: TrainConfig) -> UpdateConfig:
         """The update settings of a training config."""
+        longest = max([config.rollout.max_tokens,  # a mix's entries may allow more
+                       *(e.max_tokens for e in config.envs if e.max_tokens is not None)])
         return cls(config.optim, config.loss, config.rollout.temperature, config.seed,
-                   config.loss.max_completion_tokens or config.rollout.max_tokens)
+                   config.loss.max_completion_tokens or longest)
 
 
 @dataclass

@@ -111,3 +111,12 @@ def test_two_env_training_run_writes_per_env_metrics(tmp_path, tiny_model_dir):
     saved = yaml.safe_load((run / "config.yaml").read_text())
     assert [e["name"] for e in saved["envs"]] == [None, "math"]
     assert from_dict(TrainConfig, saved) == cfg  # the written config reads back the same
+
+
+def test_seq_sum_length_covers_every_entry():
+    from agentgym.trainers.update import UpdateConfig
+
+    cfg = load_config(None, ["rollout.max_tokens=6", "loss.aggregation=seq_sum",
+                             "envs=[{id: a, max_tokens: 100}, {id: b}]"])
+    assert UpdateConfig.of(cfg).max_tokens == 100
+    assert UpdateConfig.of(load_config(None, ["rollout.max_tokens=6"])).max_tokens == 6
