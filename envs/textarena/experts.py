@@ -2,7 +2,8 @@
 
 TextArena ships no bots for its single-player games, but every game below keeps its answer
 in its state (the secret number, the code, the Sudoku solution, the crossword letters, the
-mine positions) or is solved by a short search over the state (FrozenLake, Tower of Hanoi).
+mine positions) or is solved by a short search over the state (FrozenLake, Tower of Hanoi,
+Lights Out, Sokoban).
 Each function returns the next move in the game's own action format; replaying these moves
 through the env must reach TextArena's own win (reward 1), which is what the tests check.
 """
@@ -97,6 +98,80 @@ def minesweeper(game: Any) -> str:
     raise RuntimeError("Minesweeper: every safe cell is revealed")
 
 
+def lights_out(game: Any) -> str:
+    """A press of the fewest-press solution, by light chasing.
+
+    Pressing a cell toggles it and its four neighbours; the order of presses does not matter.
+    For each of the 2^n choices of presses in the top row, pressing every cell whose upper
+    neighbour is still on clears rows 0..n-2; the choices that also clear the last row are
+    the solutions, and the one with fewest presses is within the game's move limit (it
+    scrambles with at most 15 presses and allows 20).
+    """
+    grid = [[bool(v) for v in row] for row in game.state.game_state["grid"]]
+    n = len(grid)
+
+    def press(g: list[list[bool]], r: int, c: int) -> None:
+        for dr, dc in ((0, 0), (-1, 0), (1, 0), (0, -1), (0, 1)):
+            if 0 <= r + dr < n and 0 <= c + dc < n:
+                g[r + dr][c + dc] = not g[r + dr][c + dc]
+
+    best: list[tuple[int, int]] | None = None
+    for mask in range(1 << n):
+        g = [row[:] for row in grid]
+        presses = [(0, c) for c in range(n) if mask >> c & 1]
+        for r, c in presses:
+            press(g, r, c)
+        for r in range(1, n):
+            for c in range(n):
+                if g[r - 1][c]:
+                    press(g, r, c)
+                    presses.append((r, c))
+        if not any(g[n - 1]) and (best is None or len(presses) < len(best)):
+            best = presses
+    if not best:
+        raise RuntimeError("LightsOut: the grid has no solution (or is already solved)")
+    return f"[{best[0][0]} {best[0][1]}]"
+
+
+def sokoban(game: Any) -> str:
+    """Breadth-first search over (player, boxes) to all boxes on targets; the first move.
+
+    The rooms are small (6x6, 3 boxes), so the whole reachable state space fits; the
+    shortest solution comes first, within the game's turn limit when one exists.
+    """
+    fixed, room = game.room_fixed, game.room_state
+    rows, cols = room.shape
+    walls = {(r, c) for r in range(rows) for c in range(cols) if fixed[r, c] == 0}
+    targets = frozenset((r, c) for r in range(rows) for c in range(cols) if fixed[r, c] == 2)
+    boxes = frozenset((r, c) for r in range(rows) for c in range(cols) if room[r, c] in (3, 4))
+    start = (tuple(int(v) for v in game.player_position), boxes)
+    first: dict[Any, str | None] = {start: None}
+    queue = deque([start])
+    while queue:
+        state = queue.popleft()
+        (pr, pc), bx = state
+        if bx <= targets:
+            if first[state] is None:
+                raise RuntimeError("Sokoban: every box is on a target already")
+            return f"[{first[state]}]"
+        for name, (dr, dc) in _MOVES.items():
+            nxt = (pr + dr, pc + dc)
+            if not (0 <= nxt[0] < rows and 0 <= nxt[1] < cols) or nxt in walls:
+                continue
+            if nxt in bx:  # push: the cell beyond must be free floor inside the room
+                beyond = (nxt[0] + dr, nxt[1] + dc)
+                if not (0 <= beyond[0] < rows and 0 <= beyond[1] < cols) \
+                        or beyond in walls or beyond in bx:
+                    continue
+                new = (nxt, (bx - {nxt}) | {beyond})
+            else:
+                new = (nxt, bx)
+            if new not in first:
+                first[new] = first[state] or name
+                queue.append(new)
+    raise RuntimeError("Sokoban: no sequence of moves puts every box on a target")
+
+
 EXPERTS: dict[str, Callable[[Any], str]] = {
     "FrozenLake": frozen_lake,
     "TowerOfHanoi": tower_of_hanoi,
@@ -105,5 +180,7 @@ EXPERTS: dict[str, Callable[[Any], str]] = {
     "Sudoku": sudoku,
     "Crosswords": crosswords,
     "Minesweeper": minesweeper,
+    "LightsOut": lights_out,
+    "Sokoban": sokoban,
 }
-"""Games with an oracle; the others (Sokoban, 2048, LightsOut, FifteenPuzzle) have none."""
+"""Games with an oracle; the others (2048, FifteenPuzzle) have none."""

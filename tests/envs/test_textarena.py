@@ -105,7 +105,7 @@ def test_unknown_game_suggests_a_near_name() -> None:
 
 
 async def test_expert_raises_for_games_without_an_oracle() -> None:
-    env = TextArenaEnv("Sokoban")
+    env = TextArenaEnv("FifteenPuzzle")
     await env.reset(seed=0)
     with pytest.raises(RuntimeError, match="no expert"):
         env.expert_action()
