@@ -16,6 +16,7 @@ another entry of the same dataset (right format, unrelated content). The expert 
   and the share whose key also occurs in another rollout of the group.
 
     python benchmarks/text_games.py [--quick]
+    python benchmarks/text_games.py --speed     # only steps/s at 1 and 64, and memory
 """
 
 from __future__ import annotations
@@ -37,6 +38,13 @@ from agentgym import Message
 from agentgym.envs.babyai import ACTIONS, LEVELS
 from agentgym.envs.reasoning_gym import CURATED
 from agentgym.envs.textarena import EXPERTS, GAMES
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from results import machine_note  # noqa: E402
+
+PROBES = {"babyai": "babyai/GoToLocal-v0", "textarena": "textarena/FrozenLake-v0",
+          "reasoning-gym": "reasoning-gym/ChainSum-v0"}
+"""The env each family's speed and memory are measured on."""
 
 _DIRS = ("up", "down", "left", "right")
 TEXTARENA_RANDOM: dict[str, Callable[[random.Random], str]] = {
@@ -169,8 +177,7 @@ async def main(quick: bool) -> None:
     }
     experts = {"babyai": set(families["babyai"]), "reasoning-gym": set(families["reasoning-gym"]),
                "textarena": {f"textarena/{g}-v0" for g in EXPERTS}}
-    probe = {"babyai": "babyai/GoToLocal-v0", "textarena": "textarena/FrozenLake-v0",
-             "reasoning-gym": "reasoning-gym/ChainSum-v0"}
+    probe = PROBES
     print(f"load average at start: {os.getloadavg()}")
     for family, ids in families.items():
         print(f"\n## {family}\n\n| env | random success | expert success | "
@@ -192,12 +199,32 @@ async def main(quick: bool) -> None:
     print(f"\nload average at end: {os.getloadavg()}")
 
 
+async def speed() -> None:
+    """Steps/s at 1 and 64 concurrent episodes and memory per episode, one table."""
+    note = machine_note()
+    rows = []
+    for family, env_id in PROBES.items():
+        one = await throughput(env_id, 1, 16)
+        many = await throughput(env_id, 64, 256)
+        mem = memory_per_episode(env_id)
+        rows.append(f"| {family} | `{env_id}` | {one:,.0f} | {many:,.0f} | {mem:.3f} |")
+        print(rows[-1], flush=True)
+    print(f"\nMeasured with `python benchmarks/text_games.py --speed` on {note}; load average "
+          f"at the end {' / '.join(f'{x:.1f}' for x in os.getloadavg())}.\n\n"
+          "| family | env | steps/s, 1 episode | steps/s, 64 concurrent | MiB per episode "
+          "(64 open) |\n|---|---|---|---|---|\n" + "\n".join(rows))
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer seeds (a smoke run)")
     parser.add_argument("--memory-only", action="store_true", help="only memory per episode")
+    parser.add_argument("--speed", action="store_true",
+                        help="only steps/s at 1 and 64 concurrent episodes, and memory")
     args = parser.parse_args()
-    if args.memory_only:
+    if args.speed:
+        asyncio.run(speed())
+    elif args.memory_only:
         for env_id in ("babyai/GoToLocal-v0", "textarena/FrozenLake-v0",
                        "reasoning-gym/ChainSum-v0"):
             print(f"{env_id}: {memory_per_episode(env_id):.3f} MiB per episode (64 open)")

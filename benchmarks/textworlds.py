@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import platform
 import subprocess
 import sys
 import time
@@ -36,7 +35,7 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
-from results import write_section
+from results import machine_note, write_section
 
 import agentgym
 from agentgym import Message
@@ -227,12 +226,11 @@ async def main_smollm2(tasks: int, turns: int) -> None:
         rows.append(f"| {family} ({', '.join(names[:tasks])}) | {success:.1%} | {rec[0]:.1%} "
                     f"| {rec[1]:.1%} | {n} | {errors} |")
     lines = [f"Measured with `python benchmarks/textworlds.py --smollm2 --tasks {tasks} "
-             f"--turns {turns}` on {platform.machine()} ({os.cpu_count()} cores, CPU "
-             f"generation), under load from other jobs: load average (`uptime`) "
-             f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} at the start. SmolLM2-135M-Instruct, "
+             f"--turns {turns}` on {machine_note(load)} (CPU generation). "
+             "SmolLM2-135M-Instruct, "
              f"`window` context of 2 turns, temperature 1, at most 24 new tokens a turn, "
-             f"{turns} turns an episode (not the registered 100: CPU generation on the loaded "
-             f"machine), groups of 8 rollouts of each task, test split.", "",
+             f"{turns} turns an episode (not the registered 100: CPU generation), groups of 8 "
+             "rollouts of each task, test split.", "",
              "| family (tasks) | SmolLM2 success | state_key recurs in the group of 8 "
              "| ... in another rollout | episodes | error episodes |",
              "|---|---|---|---|---|---|", *rows]
@@ -242,9 +240,7 @@ async def main_smollm2(tasks: int, turns: int) -> None:
 def _write(sections, load, quick: bool) -> None:
     flag = " --quick" if quick else ""
     lines = [
-        f"Measured with `python benchmarks/textworlds.py{flag}` on "
-        f"{platform.machine()} ({os.cpu_count()} cores), under load from other jobs: load "
-        f"average (`uptime`) {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} at the start. "
+        f"Measured with `python benchmarks/textworlds.py{flag}` on {machine_note(load)}. "
         "Steps/s are env steps with a random valid-action policy (no model), each episode in a "
         "fresh env as in a rollout (engine creation and task loading counted), cycling "
         f"through the tasks {', '.join(SW_TASKS)} (ScienceWorld, test split) and every "
