@@ -160,7 +160,9 @@ def supo_samples(groups: Iterable[Group], advantages: Mapping[str, np.ndarray],
         groups: The groups the advantages were computed on (one trajectory per rollout).
         advantages: Trajectory id -> ``(num_steps,)`` step advantages from the estimator.
         options: Overlong masking.
-        skip_zero_advantage: Drop sequences whose every trained token has advantage 0.
+        skip_zero_advantage: Drop sequences whose every trained token has advantage 0
+            (their tokens then leave the ``token_mean`` normalizer too; the trainer passes
+            False and lets the update skip their forward pass, which keeps it).
 
     Returns:
         The samples, in group / rollout / working-context order.

@@ -36,8 +36,8 @@ def step(base, rows, skip, **loss):
     config = UpdateConfig(OptimConfig(grad_clip=0.0, mini_batches=2, max_tokens_per_micro_batch=40),
                           LossConfig(**loss), temperature=1.0, seed=0, skip_zero_advantage=skip)
     metrics = ppo_update(learner, rows, config, step=0)
-    return metrics, [p.detach() - b for p, b in zip(model.parameters(), base.parameters(),
-                                                   strict=True)]
+    return metrics, [(p - b).detach() for p, b in zip(model.parameters(), base.parameters(),
+                                                     strict=True)]
 
 
 def test_zero_advantage_skip_keeps_the_token_mean_loss_and_gradient():
