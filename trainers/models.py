@@ -21,7 +21,7 @@ import yaml
 from agentgym.errors import ConfigError
 from agentgym.policies.models import load_model
 from agentgym.trainers import checkpoint
-from agentgym.trainers.config import LoraConfig
+from agentgym.trainers.config import LoraConfig, from_dict
 from agentgym.trainers.lora import with_lora
 
 WEIGHTS = "model.safetensors"
@@ -55,8 +55,7 @@ def load_trained_model(path: str, *, device: str = "cpu", dtype: str = "float32"
     if Path(base).expanduser().resolve() == folder.resolve():
         raise ConfigError(f"{run_config} names its own checkpoint {folder} as its base model")
     model, tokenizer = load_trained_model(base, device=device, dtype=dtype)
-    lora = LoraConfig(**{k: tuple(v) if isinstance(v, list) else v
-                         for k, v in (section.get("lora") or {}).items()})
+    lora: LoraConfig = from_dict(LoraConfig, section.get("lora") or {}, "model.lora")
     if lora.enabled:
         model = with_lora(model, lora)
     try:

@@ -194,7 +194,7 @@ async def _run(config: SFTConfig, model: Any, optimizer: torch.optim.Optimizer,
             log.log(step, metrics)
             if checkpointer.due(step, last=len(plan)):
                 checkpointer.save(state, model, optimizer)
-            if task is not None:
+            if task is not None and progress is not None:
                 progress.update(task, completed=step,
                                 description=f"sft epoch {metrics['epoch']} loss {loss:.4f}")
     finally:
