@@ -1,4 +1,4 @@
-r"""SPA advantages: dense step rewards from progress contributions, return-to-go, batch whitening.
+r"""SPA advantages: dense step rewards from progress contributions, return-to-go or GAE, whitened.
 
     r_t = α·ĉ_t + β·g_t − λ·1[¬valid_t]·(in G_t only)     g_t = 1[valid_t]
     G_t = Σ_k γ^k r_{t+k}                                   return-to-go, no bootstrap
