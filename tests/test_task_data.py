@@ -4,6 +4,8 @@ import asyncio
 import json
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import agentgym
 from agentgym import Message
@@ -151,3 +153,18 @@ def test_a_registered_env_takes_a_task_file(tmp_path):
     env = agentgym.make("agentgym/CodeMath-v0", tasks=str(write(tmp_path, "parquet", rows)))
     assert answer_of(env, 3).prompt == "What is 6 * 7?"
     asyncio.run(env.aclose())
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.binary(max_size=300), st.sampled_from(["jsonl", "json", "csv", "tsv", "parquet"]))
+def test_garbage_files_fail_with_a_named_error(tmp_path, data, fmt):
+    """Any bytes under any suffix: records, or an error naming the file; never a traceback."""
+    path = tmp_path / f"junk.{fmt}"
+    path.write_bytes(data)
+    try:
+        records = read_records(path)
+    except (SchemaError, ConfigError) as exc:
+        assert "junk" in str(exc)
+    else:
+        assert all(isinstance(r.data, dict) and "junk" in r.where for r in records)
