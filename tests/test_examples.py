@@ -23,10 +23,10 @@ SFT_CONFIGS = sorted((Path(__file__).parent.parent / "examples").glob("sft_*.yam
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
 def test_example_config_trains_one_step(path, tmp_path, tiny_model_dir):
     """Each example config loads and runs one step (on a tiny model instead of SmolLM2)."""
+    import yaml
+
     from agentgym.trainers.config import load_config
     from agentgym.trainers.loop import train
-
-    import yaml
 
     several = bool((yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("envs"))
     cfg = load_config(path, [f"run_dir={tmp_path / 'run'}", "steps=1", "save_every=1",
