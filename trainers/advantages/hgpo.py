@@ -42,6 +42,10 @@ Choices the paper leaves open, and what we do (credit-assignment spec §3):
   not increase raise SchemaError. Compute before any padding, duplication or reordering.
 - **Unscorable and small groups**: error trajectories enter no statistic and get no entry;
   a group with fewer than 2 scorable trajectories gives zeros.
+
+Parity: ``tests/trainers/test_verl_agent_parity.py`` holds these defaults (K 0 to 3, both
+modes, α, ``base_group``) to numbers recorded from the HGPO recipe's own
+``compute_hgpo_outcome_advantage``.
 """
 
 from __future__ import annotations
