@@ -29,6 +29,11 @@ from agentgym.envs.swe.task import real_tasks
 DOC = Path(__file__).resolve().parent.parent / "docs" / "swe.md"
 
 
+def _load(report: dict) -> str:
+    load = report.get("load_average")
+    return " / ".join(f"{x:.1f}" for x in load) if load else "not recorded"
+
+
 def mining_tables() -> str:
     """Markdown: per package and per strategy, candidates tried -> kept, and time."""
     reports = [json.loads(p.read_text()) for p in sorted((REAL_DIR / "reports").glob("*.json"))]
@@ -36,7 +41,8 @@ def mining_tables() -> str:
     tasks = real_tasks()
     shipped = Counter(t.instance_id.split("__")[0] for t in tasks)
     rows = ["| package | licence | split | stable tests (flaky) | suite s | candidates | "
-            "tried | kept | yield | mining s |", "|---|---|---|---|---|---|---|---|---|---|"]
+            "tried | kept | yield | mining s | load average at the start |",
+            "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in reports:
         recipe = recipes.get(r["package"])
         tried = sum(s["tried"] for s in r["strategies"].values())
@@ -44,7 +50,7 @@ def mining_tables() -> str:
         rows.append(f"| {recipe.spec} | {recipe.license} | {recipe.split} | "
                     f"{r['stable_tests']} ({r['flaky_tests']}) | {r['suite_seconds']:.1f} | "
                     f"{r['candidates']} | {tried} | {kept} | {kept / max(tried, 1):.0%} | "
-                    f"{r['seconds']:.0f} |")
+                    f"{r['seconds']:.0f} | {_load(r)} |")
     total = {s: Counter() for s in STRATEGIES}
     for r in reports:
         for s, y in r["strategies"].items():

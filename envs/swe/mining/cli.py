@@ -60,6 +60,7 @@ async def _mine_in(recipe: PackageRecipe, out: Path, url: str, c: Any, rewrite_u
         instances, report = await mine_package(recipe, client=c, sandbox=sandbox, log=log)
     finally:
         c.close()
+    instances = drop_recorded(recipe, instances, log)
     if rewrite_url and rewrite_model:
         for inst in instances:
             changed = changed_lines(*_sides(inst["setup_patch"]))
@@ -73,6 +74,16 @@ async def _mine_in(recipe: PackageRecipe, out: Path, url: str, c: Any, rewrite_u
     atomic_write(reports / f"{recipe.slug}.json",
                  json.dumps(report.to_dict(), indent=1, sort_keys=True) + "\n")
     return path
+
+
+def drop_recorded(recipe: PackageRecipe, instances: list[dict[str, Any]], log: Any = print
+                  ) -> list[dict[str, Any]]:
+    """``instances`` without those the recipe records as dropped (see ``PackageRecipe``)."""
+    found = {i["instance_id"] for i in instances}
+    for instance_id, reason in sorted(recipe.dropped.items()):
+        log(f"{recipe.spec}: dropped {instance_id}: {reason}" if instance_id in found else
+            f"{recipe.spec}: the recipe drops {instance_id}, which this run did not mine")
+    return [i for i in instances if i["instance_id"] not in recipe.dropped]
 
 
 def _sides(patch: str) -> tuple[str, str]:

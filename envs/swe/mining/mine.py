@@ -34,6 +34,7 @@ from __future__ import annotations
 import ast
 import difflib
 import json
+import os
 import random
 import shlex
 import subprocess
@@ -88,6 +89,8 @@ class MiningReport:
     flaky_tests: int = 0
     candidates: int = 0
     suite_seconds: float = 0.0
+    load_average: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    """The machine's 1/5/15-minute load average when mining started (times depend on it)."""
     strategies: dict[str, StrategyYield] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -96,6 +99,7 @@ class MiningReport:
                 "seconds": round(self.seconds, 1), "baseline_tests": self.baseline_tests,
                 "stable_tests": self.stable_tests, "flaky_tests": self.flaky_tests,
                 "candidates": self.candidates, "suite_seconds": round(self.suite_seconds, 2),
+                "load_average": [round(x, 2) for x in self.load_average],
                 "strategies": {k: vars(v) for k, v in sorted(self.strategies.items())}}
 
 
@@ -279,7 +283,7 @@ async def mine_package(recipe: PackageRecipe, *, client: Any, sandbox: Callable[
     Returns:
         The kept instances (SWE-bench records, in the order found) and the report.
     """
-    report = MiningReport(recipe.name, recipe.version,
+    report = MiningReport(recipe.name, recipe.version, load_average=os.getloadavg(),
                           strategies={s: StrategyYield() for s in STRATEGIES})
     start = time.monotonic()
     build_package_image(client, recipe, log)

@@ -83,6 +83,9 @@ class PackageRecipe:
         budget: Mutants tried.
         max_tasks: Most tasks kept.
         per_function: Most tasks kept from one function (spreads tasks over the code).
+        dropped: Instance ids that mining keeps but the shipped file leaves out, each with
+            the reason (a task that failed validation in Docker after mining). Mining
+            draws them as before, so the other tasks stay the same, and then omits them.
     """
 
     name: str
@@ -100,6 +103,7 @@ class PackageRecipe:
     budget: int = 80
     max_tasks: int = 36
     per_function: int = 2
+    dropped: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.split not in ("train", "test"):

@@ -93,8 +93,36 @@ async def test_mining_reproduces_the_first_tasks(docker_engine, sandbox_image, t
 
 @pytest.mark.docker
 @pytest.mark.sweep
-async def test_mining_reproduces_a_package(docker_engine, sandbox_image, tmp_path):
+@pytest.mark.parametrize("package", sorted(load_recipes().recipes))
+async def test_mining_reproduces_every_package(docker_engine, sandbox_image, tmp_path,
+                                               package):
+    """The whole shipped file, byte for byte, from the recorded recipe (its dropped tasks
+    mined again and left out)."""
     from agentgym.envs.swe.mining.cli import mine_to
 
-    path = await mine_to(load_recipes().get("inflection"), tmp_path, log=lambda line: None)
-    assert path.read_bytes() == (REAL_DIR / "inflection.jsonl").read_bytes()
+    recipe = load_recipes().get(package)
+    path = await mine_to(recipe, tmp_path, log=lambda line: None)
+    assert path.read_bytes() == (REAL_DIR / f"{recipe.slug}.jsonl").read_bytes()
+
+
+def test_recorded_drops_are_mined_tasks_with_reasons():
+    """Each recipe's dropped ids name tasks of that package, with a reason, none shipped."""
+    for recipe in load_recipes().recipes.values():
+        for instance_id, reason in recipe.dropped.items():
+            assert instance_id.startswith(f"{recipe.slug}-{recipe.version}__"), instance_id
+            assert len(reason) > 20 and instance_id not in TASKS, (instance_id, reason)
+
+
+def test_drop_recorded_leaves_out_exactly_the_recorded_ids():
+    from agentgym.envs.swe.mining.cli import drop_recorded
+
+    recipe = dataclasses.replace(load_recipes().get("inflection"),
+                                 dropped={"inflection-0.5.1__x-1": "hangs at the base only "
+                                          "sometimes (a race)"})
+    mined = [{"instance_id": "inflection-0.5.1__x-0"}, {"instance_id": "inflection-0.5.1__x-1"},
+             {"instance_id": "inflection-0.5.1__x-2"}]
+    lines: list[str] = []
+    kept = drop_recorded(recipe, mined, lines.append)
+    assert [i["instance_id"] for i in kept] == ["inflection-0.5.1__x-0", "inflection-0.5.1__x-2"]
+    assert lines == ["inflection==0.5.1: dropped inflection-0.5.1__x-1: hangs at the base only "
+                     "sometimes (a race)"]
