@@ -241,7 +241,10 @@ def serve(
     try:
         asyncio.run(main())
     except KeyboardInterrupt:
+        from agentgym.phases import exit_now
+
         console.print("stopped")
+        exit_now(0)  # freeing torch at teardown took seconds on a busy machine
 
 
 @app.command()
@@ -419,9 +422,13 @@ def held_out_line(row: dict[str, Any]) -> str | None:
              if k.startswith("eval/") and k.endswith("success_rate") and v is not None]
     if not rates:
         return None
+    from agentgym.trainers.heldout import gain_line
+
     step = int(row.get("step", 0))
     when = "before training" if step == 0 else f"after step {step}"
-    return f"{when}: " + ", ".join(f"{name} success {value:.1%}" for name, value in rates)
+    line = f"{when}: " + ", ".join(f"{name} success {value:.1%}" for name, value in rates)
+    gain = gain_line(row)  # the paired interval, once there is a before and an after
+    return line if gain is None else f"{line}\n{gain}"
 
 
 def _train_summary(run_dir: Path) -> None:
@@ -429,7 +436,7 @@ def _train_summary(run_dir: Path) -> None:
 
     rows = read_metrics(run_dir)
     table = Table(title=f"training run {run_dir}")
-    for col in ("step", "reward", "success", "eval success", "loss", "seconds"):
+    for col in ("step", "reward", "success", "held-out success", "loss", "seconds"):
         table.add_column(col, justify="right")
     def cell(row: dict[str, float], key: str, fmt: str) -> str:
         return format(row[key], fmt) if key in row else ""  # step 0 holds only the eval
@@ -439,6 +446,11 @@ def _train_summary(run_dir: Path) -> None:
                       cell(r, "eval/success_rate", ".0%"), cell(r, "loss", ".4f"),
                       f"{r.get('rollout_s', 0) + r.get('update_s', 0):.0f}")
     console.print(table)
+    from agentgym.trainers.heldout import gain_line
+
+    gains = [line for r in rows if (line := gain_line(r)) is not None]
+    if gains:  # before/after over the same held-out tasks, with the gain's 95% interval
+        console.print(gains[-1], markup=False, highlight=False, soft_wrap=True)
 
 
 def _summary(trajs: list[agentgym.Trajectory], out: Path) -> None:

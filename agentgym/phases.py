@@ -26,6 +26,7 @@ Example:
 from __future__ import annotations
 
 import atexit
+import itertools
 import json
 import os
 import sys
@@ -70,6 +71,7 @@ class Phases:
         self._clock = clock
         self._start = clock()
         self._phases: dict[int, _Phase] = {}
+        self._ids = itertools.count()  # plain mode's task ids (never reused)
         self._bar: Any = None  # a rich Progress (its stubs say int where it takes float)
         self._stop = threading.Event()
         self._beat: threading.Thread | None = None
@@ -109,7 +111,7 @@ class Phases:
         """Start a phase; returns its id (as rich's ``Progress.add_task``)."""
         now = self._clock()
         task = (self._bar.add_task(description, total=total, completed=completed)
-                if self._bar is not None else len(self._phases))
+                if self._bar is not None else next(self._ids))
         self._phases[task] = _Phase(description, total, completed, now, now)
         if self._bar is None:
             self._line(self._phases[task])
@@ -138,6 +140,12 @@ class Phases:
             phase.printed = now
             self._line(phase, " done" if finished else "")
 
+    def remove_task(self, task: int) -> None:
+        """Forget a phase that is over: off the bar and the heartbeat (as rich's)."""
+        self._phases.pop(task, None)
+        if self._bar is not None:
+            self._bar.remove_task(task)
+
     def advance(self, task: int, advance: float = 1) -> None:
         """One more item of a phase done (as rich's ``Progress.advance``)."""
         self.update(task, advance=advance)
@@ -161,10 +169,19 @@ def exit_interrupted(console: Console, what: str) -> NoReturn:
     stop within 2 s.
     """
     console.print(f"interrupted: {what}", markup=False, highlight=False, soft_wrap=True)
+    exit_now(130)
+
+
+def exit_now(code: int) -> NoReturn:
+    """Exit with ``code`` at once: flush, run exit handlers, skip the interpreter's teardown.
+
+    For a command whose files are closed and whose work is over (a server stopped by
+    Ctrl-C): see :func:`exit_interrupted` for why the teardown is skipped.
+    """
     sys.stdout.flush()
     sys.stderr.flush()
     atexit._run_exitfuncs()  # the one way to run them before os._exit
-    os._exit(130)
+    os._exit(code)
 
 
 class JsonlTail:

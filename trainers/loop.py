@@ -37,7 +37,7 @@ import torch
 import agentgym
 from agentgym.errors import AgentGymError, ConfigError
 from agentgym.policies.hf import TransformersPolicy
-from agentgym.trainers import checkpoint
+from agentgym.trainers import checkpoint, heldout
 from agentgym.trainers.advantages import Estimator, estimator_info, get_estimator
 from agentgym.trainers.advantages.gae import ValueEstimator
 from agentgym.trainers.async_loop import RolloutDriver, make_driver
@@ -61,7 +61,7 @@ from agentgym.trainers.rewards import (
     swe_metrics,
 )
 from agentgym.trainers.supo import check_estimator, supo_metrics, supo_samples
-from agentgym.trainers.update import Learner, UpdateConfig, ppo_update
+from agentgym.trainers.update import Learner, UpdateConfig, ppo_update_in_thread
 from agentgym.trainers.wandb_log import from_config as wandb_sink
 from agentgym.types import Group, Trajectory
 
@@ -192,7 +192,7 @@ async def _run(run: Run, progress: Any) -> None:
         if run.state.step == 0 and evaluating:
             run.log.log(0, await evaluate(run))
         while run.state.step < cfg.steps:
-            metrics = await train_step(run)
+            metrics = await train_step(run, progress)
             step = run.state.step
             if evaluating and cfg.eval_every and step % cfg.eval_every == 0 \
                     and step < cfg.steps:
@@ -216,8 +216,12 @@ async def _run(run: Run, progress: Any) -> None:
         await run.policy.aclose()
 
 
-async def train_step(run: Run) -> dict[str, float]:
-    """One step: collect → drop errors → rewards → advantages → update → sync."""
+async def train_step(run: Run, progress: Any = None) -> dict[str, float]:
+    """One step: collect → drop errors → rewards → advantages → update → sync.
+
+    ``progress`` (a rich ``Progress`` or :class:`agentgym.phases.Phases`) shows the update's
+    micro-batches as they finish.
+    """
     cfg, start, step = run.config, time.perf_counter(), run.state.step
     horizon = cfg.rollout.horizon_schedule.at(step)  # ScalingInter-RL's turn cap, or None
     if run.driver is not None:
@@ -231,10 +235,10 @@ async def train_step(run: Run) -> dict[str, float]:
     groups = Group.from_trajectories(trajs)
     metrics = rollout_metrics(trajs, groups)
     run.log.trajectories(step + 1, trajs)  # W&B's table, logged beside this step's metrics
-    if horizon is not None:
-        metrics["horizon/max_turns"] = float(horizon)
     if cfg.envs:  # several envs: env/<label>/... besides the totals
         metrics.update(per_env_metrics(cfg, trajs))
+    if horizon is not None:
+        metrics["horizon/max_turns"] = float(horizon)
     if metrics["error_rate"] > cfg.algorithm.max_error_rate:
         errors = sorted({x.error or "" for x in trajs if not x.scorable})[:3]
         raise TrainingError(
@@ -265,7 +269,9 @@ async def train_step(run: Run) -> dict[str, float]:
         metrics.update(await driver.update(samples, step, kept))
         await driver.sync()
     else:
-        metrics.update(ppo_update(run.learner, samples, UpdateConfig.of(cfg), step=step))
+        # in a thread, so that Ctrl-C during a long update ends the run at once
+        metrics.update(await ppo_update_in_thread(run.learner, samples, UpdateConfig.of(cfg),
+                                                  step=step, progress=progress))
         await run.policy.update_weights([])  # it shares the trained weights: a new version
     if run.critic is not None and kept:  # after the policy update, on the same targets
         metrics.update(run.critic.fit(kept, cast(ValueEstimator, run.estimator).returns(kept)))
@@ -301,13 +307,19 @@ async def evaluate(run: Run) -> dict[str, float]:
 
         out.update(await evaluate_suite(run.config, run.policy, run.state.step))
     runner = run.driver.run_groups if run.driver is not None else None
-    return {**out, **await evaluate_held_out(run.config, run.policy, runner)}
+    return {**out, **await evaluate_held_out(run.config, run.policy, runner,
+                                             step=run.state.step)}
 
 
 @torch.no_grad()
 async def evaluate_held_out(config: TrainConfig, policy: TransformersPolicy,
-                            runner: Any = None) -> dict[str, float]:
-    """Greedy success rate and mean reward on the ``env.eval_seeds`` held-out seeds."""
+                            runner: Any = None, step: int | None = None) -> dict[str, float]:
+    """Greedy success rate and mean reward on the ``env.eval_seeds`` held-out seeds.
+
+    With ``step``, each task's outcome is kept in the run folder (:mod:`.heldout`), and
+    after the first step the gain over the evaluation before training comes with its
+    95% interval (``heldout/*``).
+    """
     if config.envs:  # several envs: each its own held-out seeds
         return await evaluate_mix(config, policy, runner)
     cfg = config.env
@@ -317,8 +329,12 @@ async def evaluate_held_out(config: TrainConfig, policy: TransformersPolicy,
     trajs = [x for x in await collect(config, policy, seeds, 1, 0.0, seed=0,
                                       evaluation=True, runner=runner) if x.scorable]
     n = max(len(trajs), 1)
-    return {"eval/success_rate": sum(map(succeeded, trajs)) / n,
-            "eval/reward_mean": sum(x.outcome_reward or 0.0 for x in trajs) / n}
+    out = {"eval/success_rate": sum(map(succeeded, trajs)) / n,
+           "eval/reward_mean": sum(x.outcome_reward or 0.0 for x in trajs) / n}
+    if step is not None:
+        heldout.record_outcomes(config.run_dir, step, trajs)
+        out.update(heldout.run_gain(config.run_dir, step))
+    return out
 
 
 def _seed_everything(seed: int) -> None:

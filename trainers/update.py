@@ -19,7 +19,9 @@ one forward pass over the mini-batch.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -148,7 +150,8 @@ ONE_PROCESS = OneProcess()
 
 
 def ppo_update(learner: Learner, samples: Sequence[Sample], config: UpdateConfig, *, step: int,
-               sharding: Sharding = ONE_PROCESS) -> dict[str, float]:
+               sharding: Sharding = ONE_PROCESS,
+               on_micro_batch: Callable[[int, int], None] | None = None) -> dict[str, float]:
     """PPO-clip epochs over one training step's samples.
 
     Args:
@@ -157,6 +160,8 @@ def ppo_update(learner: Learner, samples: Sequence[Sample], config: UpdateConfig
         config: Schedule and loss settings.
         step: The training step (seeds the sample order with ``config.seed``).
         sharding: How micro-batches are split and reduced over processes.
+        on_micro_batch: Called with ``(done, total)`` micro-batches of the whole update
+            (every epoch and mini-batch), first with ``done=0``: the update's progress.
 
     Returns:
         Loss statistics (token-weighted means over micro-batches), ``loss`` (mean over
@@ -174,30 +179,98 @@ def ppo_update(learner: Learner, samples: Sequence[Sample], config: UpdateConfig
     norms, losses = [], []
     learner.model.train()
     order = np.random.default_rng([config.seed, step])  # the same order on every rank
+    plan = []  # per optimizer step, its micro-batches: cut up front to count them
     for _ in range(optim.epochs):
         shuffled = [samples[i] for i in order.permutation(len(samples))]
-        for part in np.array_split(np.arange(len(shuffled)), optim.mini_batches):
-            if len(part) == 0:
-                continue
-            learner.optimizer.zero_grad(set_to_none=True)
-            total = 0.0
-            for mb, scale in sharding.micro_batches([shuffled[i] for i in part],
-                                                    optim.max_tokens_per_micro_batch,
-                                                    learner.pad_token_id,
-                                                    pack=optim.pack_prefixes,
-                                                    skip_zero_advantage=skip):
-                loss, mb_stats = micro_batch_loss(learner, mb.to(learner.device), config)
-                (loss if scale == 1.0 else loss * scale).backward()
-                if scale:  # a zero-scale filler only keeps the ranks' collectives in step
-                    total += float(loss.detach())
-                    stats.append((vars(mb_stats), float(mb_stats.num_tokens)))
-            losses.append(sharding.sum_losses(total))
-            norms.append(float(torch.nn.utils.clip_grad_norm_(params, clip)))
-            learner.optimizer.step()
+        plan += [sharding.micro_batches([shuffled[i] for i in part],
+                                        optim.max_tokens_per_micro_batch,
+                                        learner.pad_token_id, pack=optim.pack_prefixes,
+                                        skip_zero_advantage=skip)
+                 for part in np.array_split(np.arange(len(shuffled)), optim.mini_batches)
+                 if len(part)]
+    done, planned = 0, sum(map(len, plan))
+    if on_micro_batch is not None:
+        on_micro_batch(0, planned)
+    for mini_batch in plan:
+        learner.optimizer.zero_grad(set_to_none=True)
+        total = 0.0
+        for mb, scale in mini_batch:
+            loss, mb_stats = micro_batch_loss(learner, mb.to(learner.device), config)
+            (loss if scale == 1.0 else loss * scale).backward()
+            if scale:  # a zero-scale filler only keeps the ranks' collectives in step
+                total += float(loss.detach())
+                stats.append((vars(mb_stats), float(mb_stats.num_tokens)))
+            done += 1
+            if on_micro_batch is not None:
+                on_micro_batch(done, planned)
+        losses.append(sharding.sum_losses(total))
+        norms.append(float(torch.nn.utils.clip_grad_norm_(params, clip)))
+        learner.optimizer.step()
     learner.model.eval()
     out = weighted_mean(sharding.gather_stats(stats))
     out.pop("num_tokens", None)
     return {**out, "loss": float(np.mean(losses)), "grad_norm": float(np.mean(norms))}
+
+
+async def ppo_update_in_thread(learner: Learner, samples: Sequence[Sample],
+                               config: UpdateConfig, *, step: int, progress: Any = None
+                               ) -> dict[str, float]:
+    """:func:`ppo_update` in a daemon thread, showing "update micro-batch i/n" on ``progress``.
+
+    The event loop stays free while the update runs, so a Ctrl-C (which ``asyncio.run``
+    turns into cancelling the awaiting task) ends the caller at once instead of after the
+    update; the thread does not hold up the exit of the process.
+
+    Args:
+        learner: As for :func:`ppo_update`.
+        samples: As for :func:`ppo_update`.
+        config: As for :func:`ppo_update`.
+        step: As for :func:`ppo_update`.
+        progress: A rich ``Progress`` or :class:`agentgym.phases.Phases`, or None.
+    """
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[dict[str, float]] = loop.create_future()
+    task: list[Any] = []
+
+    def report(count: int, total: int) -> None:  # on the event loop
+        if not task:
+            task.append(progress.add_task("update micro-batch", total=total))
+        progress.update(task[0], completed=count, total=total)
+
+    def on_micro_batch(count: int, total: int) -> None:  # in the update thread
+        if progress is not None:
+            _call_soon(loop, report, count, total)
+
+    def run() -> None:
+        try:
+            out = ppo_update(learner, samples, config, step=step, on_micro_batch=on_micro_batch)
+        except BaseException as exc:  # noqa: BLE001  (handed to the awaiting task)
+            _call_soon(loop, _settle, done, None, exc)
+        else:
+            _call_soon(loop, _settle, done, out, None)
+
+    threading.Thread(target=run, name="agentgym-update", daemon=True).start()
+    try:
+        return await done
+    finally:
+        if task and hasattr(progress, "remove_task"):
+            progress.remove_task(task[0])
+
+
+def _call_soon(loop: asyncio.AbstractEventLoop, fn: Callable[..., None], *args: Any) -> None:
+    try:
+        loop.call_soon_threadsafe(fn, *args)
+    except RuntimeError:  # the loop closed (the run was interrupted): nobody is waiting
+        pass
+
+
+def _settle(future: asyncio.Future[Any], result: Any, exc: BaseException | None) -> None:
+    if future.done():  # the awaiting task was cancelled
+        return
+    if exc is not None:
+        future.set_exception(exc)
+    else:
+        future.set_result(result)
 
 
 def micro_batch_loss(learner: Learner, mb: MicroBatch, config: UpdateConfig

@@ -1,0 +1,101 @@
+"""Held-out success before and after training, task by task, and the gain's 95% interval.
+
+Every held-out evaluation writes each task's greedy outcome (seed → success) to
+``<run_dir>/heldout/step-<N>.json``. The last evaluation is compared with the one before
+training over the tasks scored in both, as a paired difference: the same tasks before and
+after, so task difficulty cancels out. The interval is a percentile bootstrap over tasks
+(Efron & Tibshirani 1993, ch. 13), resampling task indices once for both evaluations::
+
+    gain = mean_i(after_i - before_i)
+    gain*_r = mean_{i in I_r}(after_i - before_i),  I_r = n task indices drawn with replacement
+    95% interval = [2.5th, 97.5th percentile of gain*_1..R]
+
+Errored episodes (infrastructure faults) have no outcome; their tasks leave the pairing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from agentgym.evaluation.metrics import succeeded
+from agentgym.files import atomic_write
+from agentgym.types import Trajectory
+
+RESAMPLES = 10_000
+"""Bootstrap resamples (seeded: the interval is the same on every run of the same data)."""
+
+
+def outcomes_path(run_dir: str | Path, step: int) -> Path:
+    """Where the held-out outcomes of the evaluation after ``step`` steps are kept."""
+    return Path(run_dir) / "heldout" / f"step-{step}.json"
+
+
+def record_outcomes(run_dir: str | Path, step: int, trajs: Sequence[Trajectory]) -> Path:
+    """Write each scorable held-out episode's success, keyed by its task seed."""
+    outcomes = {str(t.seed if t.seed is not None else t.task_id): bool(succeeded(t))
+                for t in trajs if t.scorable}
+    path = outcomes_path(run_dir, step)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return atomic_write(path, json.dumps(outcomes, sort_keys=True))
+
+
+def read_outcomes(run_dir: str | Path, step: int) -> dict[str, bool] | None:
+    """The outcomes of the evaluation after ``step`` steps, or None if it was not recorded."""
+    path = outcomes_path(run_dir, step)
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def paired_gain(before: Sequence[float], after: Sequence[float], *, resamples: int = RESAMPLES,
+                seed: int = 0) -> tuple[float, float, float]:
+    """``(gain, low, high)``: mean of ``after - before`` and its 95% paired bootstrap interval.
+
+    Args:
+        before: Each task's outcome (0/1) before training.
+        after: The same tasks' outcomes after, in the same order.
+        resamples: Bootstrap resamples.
+        seed: Seed of the resampling.
+    """
+    if len(before) != len(after) or not before:
+        raise ValueError(f"need the same tasks before and after, got {len(before)} and "
+                         f"{len(after)} outcomes")
+    diff = np.asarray(after, dtype=float) - np.asarray(before, dtype=float)
+    rng = np.random.default_rng(seed)
+    means = diff[rng.integers(0, len(diff), (resamples, len(diff)))].mean(axis=1)
+    low, high = np.percentile(means, [2.5, 97.5])
+    return float(diff.mean()), float(low), float(high)
+
+
+def gain_metrics(before: Mapping[str, bool], after: Mapping[str, bool]) -> dict[str, float]:
+    """``heldout/*`` metrics comparing two evaluations over the tasks both scored."""
+    tasks = sorted(set(before) & set(after))
+    if not tasks:
+        return {}
+    b = [float(before[t]) for t in tasks]
+    a = [float(after[t]) for t in tasks]
+    gain, low, high = paired_gain(b, a)
+    return {"heldout/success_before": float(np.mean(b)), "heldout/success_after": float(np.mean(a)),
+            "heldout/gain": gain, "heldout/gain_low": low, "heldout/gain_high": high,
+            "heldout/tasks": float(len(tasks))}
+
+
+def run_gain(run_dir: str | Path, step: int) -> dict[str, float]:
+    """:func:`gain_metrics` of a run's evaluation after ``step`` steps against step 0."""
+    before, after = read_outcomes(run_dir, 0), read_outcomes(run_dir, step)
+    if before is None or after is None or step == 0:
+        return {}
+    return gain_metrics(before, after)
+
+
+def gain_line(row: Mapping[str, float]) -> str | None:
+    """One line for people: held-out success before/after and the gain's interval."""
+    if "heldout/gain" not in row:
+        return None
+    pts = {k: 100 * row[f"heldout/{k}"] for k in ("gain", "gain_low", "gain_high")}
+    return (f"held-out success before/after: {row['heldout/success_before']:.1%} → "
+            f"{row['heldout/success_after']:.1%} ({pts['gain']:+.1f} points; 95% interval "
+            f"{pts['gain_low']:+.1f} to {pts['gain_high']:+.1f}, paired bootstrap over "
+            f"{int(row['heldout/tasks'])} held-out tasks)")
