@@ -42,8 +42,10 @@ def check_mix(config: TrainConfig, estimator_needs: Sequence[str] = ()) -> None:
     """Refuse a mix the trainer cannot run as written.
 
     Raises:
-        ConfigError: ``env`` is set too, two entries share a label, or an entry changes the
-            context of an estimator that reads one history length.
+        ConfigError: ``env`` is set too; two entries share a label; an entry changes the
+            context of an estimator that reads one history length; rewards are rewritten
+            both per entry and for every env, or with unknown ``reward_options``; partial
+            rollouts (``rollout.april``) or SUPO are on.
     """
     from agentgym.trainers.config import EnvConfig
 
