@@ -318,7 +318,19 @@ def report(setups: list[Setup], cache: Path, command: str, out: Path) -> str:
                       f" → {r['tuning_success_after']:.0%} ({r['wall_seconds'] / 60:.0f} min, "
                       f"{r['machine']}).", ""]
         else:
-            lines += ["**SFT warm start**: not finished yet.", ""]
+            rows = _metrics(sft.folder)
+            steps = [r for r in rows if "loss" in r]
+            if steps:
+                plan = math.ceil(rows[0]["data/samples"] / s.sft_batch) * s.sft_epochs
+                per_step = sum(r["update_s"] for r in steps) / len(steps)
+                lines += [f"**SFT warm start**: not finished yet: {steps[-1]['step']} of {plan} "
+                          f"optimizer steps done on {rows[0]['data/samples']:.0f} expert steps "
+                          f"({s.expert_episodes} episodes), loss {steps[0]['loss']:.3f} after the "
+                          f"first step, {steps[-1]['loss']:.3f} after the last, {per_step:.0f} s "
+                          f"per optimizer step ({machine()}); tuning-seed success of the base "
+                          f"model {rows[0]['eval/success_rate']:.0%}.", ""]
+            else:
+                lines += ["**SFT warm start**: not started yet.", ""]
         rev = next(u for u in all_units if u.kind == "revisits")
         if rev.done:
             r = json.loads((rev.folder / "result.json").read_text())
@@ -351,6 +363,10 @@ def report(setups: list[Setup], cache: Path, command: str, out: Path) -> str:
         missing = [f"{u.estimator}/seed {u.seed}" for u in rl if not u.done]
         lines += [f"RL runs finished: {len(done)} of {len(rl)}"
                   + (f"; still to run: {', '.join(missing)}." if missing else "."), ""]
+    lines += ["## G-RA against direct accumulation on SWE", "",
+              "Not run yet: it needs an SFT-warm model on `agentgym/SWE-v0` (expert = the oracle "
+              "patches) and Docker; `reward_accumulation: gated` against `direct` with the same "
+              "budget is the comparison to add to this script.", ""]
     return "\n".join(lines)
 
 
