@@ -8,7 +8,10 @@ memory is its own:
 - ``groups``: 2 tasks × a group of 4, every prompt a shared 518-token system prompt and
   tools + a 60-token task, 96-token completions (the quickstart's shape);
 - ``history``: one full-history episode of 5 turns (each prompt is the previous turn's
-  sequence + a 60-token observation, 40-token actions).
+  sequence + a 60-token observation, 40-token actions);
+- ``unshared``: packing's worst case, 16 samples with nothing in common (200-token prompts,
+  56-token completions) that fill one 4096-token micro-batch: packing runs no fewer tokens
+  and pays for an N × N attention mask.
 
 Achieved FLOP/s counts 6 × (non-embedding parameters) per forwarded token plus 6 × d × V per
 scored token (the output layer runs only where log-probs are needed); attention's quadratic
@@ -35,6 +38,7 @@ from results import write_section
 
 SYSTEM, TASK, COMPLETION = 518, 60, 96
 TURNS, ACTION, OBSERVATION = 5, 40, 60
+UNSHARED, UNSHARED_PROMPT, UNSHARED_COMPLETION = 16, 200, 56
 TITLE = "Update: shared-prefix packing and memory (cpu)"
 
 
@@ -71,6 +75,12 @@ def samples(case: str, vocab: int) -> list:
         return [int(x) for x in rng.integers(100, vocab, n)]
 
     system, out = ids(SYSTEM), []
+    if case == "unshared":
+        for i in range(UNSHARED):
+            prompt = ids(UNSHARED_PROMPT)
+            out.append(Sample(f"u{i}", f"u{i}", 0, tuple(prompt + ids(UNSHARED_COMPLETION)),
+                              len(prompt), float(rng.normal()), (-1.0,) * UNSHARED_COMPLETION))
+        return out
     if case == "groups":
         for task in range(2):
             prompt = system + ids(TASK)
@@ -139,7 +149,11 @@ def render(rows: list[dict], peak: float, cpu: str, cores: int | None,
         f"`groups`: 2 tasks × 4 completions of {COMPLETION} tokens after a shared "
         f"{SYSTEM}-token system prompt + a {TASK}-token task (the quickstart's shape). "
         f"`history`: one full-history episode of {TURNS} turns ({ACTION}-token actions, "
-        f"{OBSERVATION}-token observations). One timed update per row. GFLOP/s counts 6 × "
+        f"{OBSERVATION}-token observations). `unshared`: packing's worst case, {UNSHARED} "
+        f"samples with nothing in common ({UNSHARED_PROMPT}-token prompts, "
+        f"{UNSHARED_COMPLETION}-token completions) in one "
+        f"{UNSHARED * (UNSHARED_PROMPT + UNSHARED_COMPLETION)}-token micro-batch. "
+        "One timed update per row. GFLOP/s counts 6 × "
         "non-embedding parameters per forwarded token + 6 × d × V per trained token "
         "(attention's quadratic term left out).",
         "",
@@ -170,7 +184,7 @@ def main() -> None:
     print(f"{cpu}, {cores} cores, torch {torch.__version__}; "
           f"float32 matmul peak {peak / 1e9:.1f} GFLOP/s")
     rows = []
-    for case in ("groups", "history"):
+    for case in ("groups", "history", "unshared"):
         for pack in ("off", "on"):
             proc = subprocess.run([sys.executable, __file__, "--one", case, pack],
                                   capture_output=True, text=True, check=True)
