@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import platform
 import re
+import time
 from pathlib import Path
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
@@ -13,8 +14,15 @@ HEADER = ("# Benchmarks\n\nMeasured figures, written by the scripts in `benchmar
 
 
 def write_section(title: str, body: str, path: Path = DOC) -> None:
-    """Replace (or append) the ``## title`` section of the benchmarks document."""
+    """Replace (or append) the ``## title`` section of the benchmarks document.
+
+    A body that does not give this CPU's measured matmul peak gets :func:`machine_line`
+    (CPU model, matmul peak measured now, load average), so every figure says what it
+    was measured on.
+    """
     text = path.read_text(encoding="utf-8") if path.exists() else HEADER
+    if "matmul peak" not in body:
+        body = body.strip() + "\n\n" + machine_line()
     section = f"## {title}\n\n{body.strip()}\n"
     pattern = re.compile(rf"^## {re.escape(title)}\n.*?(?=^## |\Z)", re.M | re.S)
     if pattern.search(text):
@@ -51,3 +59,32 @@ def machine_note(load: tuple[float, float, float] | None = None) -> str:
             f"{fifteen:.1f} at the start (from `uptime`): "
             + ("other work shared the machine, so times are pessimistic" if busy
                else "an idle machine"))
+
+
+def matmul_peak(n: int = 1024, seconds: float = 2.0) -> float | None:
+    """Best float32 matmul FLOP/s of ``n × n`` products over about ``seconds`` (torch)."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    torch.mm(a, b)
+    best, end = 0.0, time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        start = time.perf_counter()
+        torch.mm(a, b)
+        best = max(best, 2 * n ** 3 / (time.perf_counter() - start))
+    return best
+
+
+def machine_line() -> str:
+    """The machine a section was measured on: CPU model, cores, matmul peak and load."""
+    peak = matmul_peak()
+    one, five, fifteen = os.getloadavg()
+    cores = os.cpu_count() or 1
+    speed = (f"float32 matmul peak {peak / 1e9:.1f} GFLOP/s (torch, measured when this "
+             "section was written)" if peak else "matmul peak not measured (no torch)")
+    return (f"Measured on: {cpu_model()}, {cores} cores; {speed}; load average {one:.1f} / "
+            f"{five:.1f} / {fifteen:.1f} when written (from `uptime`)"
+            + ("; other work shared the machine, so times are pessimistic."
+               if one >= 0.5 * cores else "."))
