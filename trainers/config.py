@@ -480,6 +480,9 @@ class TrainConfig:
         info = estimator_info(self.algorithm.estimator)  # unknown names: did-you-mean now
         checks = [
             (self.steps >= 1, "steps must be >= 1"),
+            (self.save_every >= 1, f"save_every must be >= 1 (steps between checkpoints), got "
+             f"{self.save_every}; the last step is always saved, so set save_every to steps "
+             "to keep one checkpoint"),
             (self.rollout.group_size >= 2 or not info.group_baseline,
              f"rollout.group_size must be >= 2 for a group baseline, got "
              f"{self.rollout.group_size}; set rollout.group_size=4"),

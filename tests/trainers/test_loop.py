@@ -124,6 +124,8 @@ def test_config_errors_name_the_fix(tmp_path):
         load_config(None, ["optim.lr=fast"])
     with pytest.raises(ConfigError, match="must be one of"):
         load_config(None, ["loss.aggregation=sum"])
+    with pytest.raises(ConfigError, match="save_every must be >= 1"):  # was a ZeroDivisionError
+        load_config(None, ["save_every=0"])
     assert load_config(None, ["optim.lr=3e-6", "env.kwargs={size: 7}"]).env.kwargs == {"size": 7}
 
 
