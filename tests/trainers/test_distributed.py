@@ -55,15 +55,21 @@ OVERRIDES = ["optim.mini_batches=2", "optim.max_tokens_per_micro_batch=32", "opt
              "rollout.temperature=1.0"]
 
 
-def _samples(model, n=7, seed=0):
-    """Random sequences whose old log-probs are the model's own (ratio 1: gradients flow)."""
+def _samples(model, n=7, seed=0, shared=False):
+    """Random sequences whose old log-probs are the model's own (ratio 1: gradients flow).
+
+    ``shared``: the samples of a group start with the same prompt (what packing shares).
+    """
     from agentgym.trainers.update import proximal_logprobs
 
     rng = np.random.default_rng(seed)
     raw = []
+    prompts = [tuple(int(x) for x in rng.integers(1, 1000, size=5)) for _ in range(3)]
     for i in range(n):
         length, prompt = int(rng.integers(8, 30)), int(rng.integers(2, 6))
         ids = tuple(int(x) for x in rng.integers(1, 1000, size=length))
+        if shared:
+            prompt, ids = 5, prompts[i % 3] + ids[5:]
         raw.append(Sample(f"t{i}", f"g{i % 3}", 0, ids, prompt, float(rng.normal()),
                           (0.0,) * (length - prompt)))
     cfg = load_config(None, OVERRIDES)
@@ -71,7 +77,7 @@ def _samples(model, n=7, seed=0):
                              device="cpu", temperature=cfg.rollout.temperature)
 
 
-def _reference(model_dir, samples):
+def _reference(model_dir, samples, extra=()):
     """One process, every sample: the update the ranks must reproduce."""
     from transformers import AutoModelForCausalLM
 
@@ -80,7 +86,8 @@ def _reference(model_dir, samples):
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     learner = Learner(model, torch.optim.SGD(model.parameters(), lr=1.0), None,
                       torch.device("cpu"), pad_token_id=0)
-    metrics = ppo_update(learner, samples, UpdateConfig.of(load_config(None, OVERRIDES)), step=0)
+    metrics = ppo_update(learner, samples,
+                         UpdateConfig.of(load_config(None, OVERRIDES + list(extra))), step=0)
     return model, metrics
 
 
@@ -106,22 +113,26 @@ def test_shard_samples_partitions_and_balances_tokens():
     assert abs(loads[0] - loads[1]) <= 5  # 80 / 75
 
 
-def test_two_gloo_ranks_reproduce_the_single_process_update(tmp_path, tiny_model_dir):
+@pytest.mark.parametrize("pack", ["false", "true"])
+def test_two_gloo_ranks_reproduce_the_single_process_update(tmp_path, tiny_model_dir, pack):
     from transformers import AutoModelForCausalLM
 
+    extra = [f"optim.pack_prefixes={pack}"]  # shared-prefix packing is exact on ranks too
+
     start = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
-    samples = _samples(start)
+    samples = _samples(start, shared=pack == "true")
     from agentgym.trainers.batching import micro_batches
 
     order = np.random.default_rng([0, 0]).permutation(len(samples))  # the update's shuffle
     last = [samples[i] for i in np.array_split(order, 2)[1]]
-    assert [len(micro_batches([last[i] for i in shard_samples(last, r, 2)], 32, 0))
-            for r in range(2)] == [1, 2]
-    result = _launch(tmp_path, tiny_model_dir, samples, world=2, backend="gloo")
+    if pack == "false":
+        assert [len(micro_batches([last[i] for i in shard_samples(last, r, 2)], 32, 0))
+                for r in range(2)] == [1, 2]
+    result = _launch(tmp_path, tiny_model_dir, samples, world=2, backend="gloo", extra=extra)
     assert result["world"] == 2
     for got, want in zip(result["proximal"], samples, strict=True):  # sharded forward
         np.testing.assert_allclose(got.completion_logprobs, want.completion_logprobs, atol=1e-5)
-    reference, metrics = _reference(tiny_model_dir, samples)
+    reference, metrics = _reference(tiny_model_dir, samples, extra)
     want = reference.state_dict()
     moved = 0
     for name, tensor in result["state"].items():
