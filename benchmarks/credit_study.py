@@ -17,8 +17,8 @@ Units, per env (Sokoban, TextArena FrozenLake), in order:
    before, every ``eval_every`` steps and after.
 
 Every unit runs as a subprocess of the CLI and is cached on disk under ``--cache``
-(default ``runs/credit_study``), keyed by env, estimator, seed and budget: a finished unit
-(``result.json``) is never redone, an interrupted one resumes from its last checkpoint
+(default ``runs/credit_study``, outside git), keyed by env, estimator, seed and budget: a
+finished unit (``result.json``) is never redone, an interrupted one resumes from its last checkpoint
 (``--resume``; checkpoints are resumable and saved every step). ``--limit-minutes`` stops a
 unit (it then resumes on the next call), so the study can go on across days on a shared
 machine; run each call under ``flock /tmp/heavy.lock``. ``docs/learning.md`` is rewritten
@@ -301,6 +301,11 @@ def report(setups: list[Setup], cache: Path, command: str, out: Path) -> str:
              "estimator under one budget and the same seeds. Held-out success is greedy, on "
              f"seeds {HELD_OUT_FIRST_SEED:,}+; the SFT amount is judged on tuning seeds "
              f"{TUNING_FIRST_SEED:,}+ only.", ""]
+    finished = sum(u.done for s in setups for u in units(s, cache) if u.kind == "rl")
+    if not finished:
+        lines += ["**Result so far: none.** No RL run has finished yet, so this page does not "
+                  "yet say whether step-level credit beats GRPO here; the units below continue "
+                  "with the command above (the cache resumes them).", ""]
     for s in setups:
         all_units = list(units(s, cache))
         lines += [f"## {s.env_id}", "",
@@ -323,11 +328,13 @@ def report(setups: list[Setup], cache: Path, command: str, out: Path) -> str:
             if steps:
                 plan = math.ceil(rows[0]["data/samples"] / s.sft_batch) * s.sft_epochs
                 per_step = sum(r["update_s"] for r in steps) / len(steps)
+                wall = sft.folder / "wall.json"  # the load when the unit last stopped
+                where = json.loads(wall.read_text())["machine"] if wall.is_file() else machine()
                 lines += [f"**SFT warm start**: not finished yet: {steps[-1]['step']} of {plan} "
                           f"optimizer steps done on {rows[0]['data/samples']:.0f} expert steps "
                           f"({s.expert_episodes} episodes), loss {steps[0]['loss']:.3f} after the "
                           f"first step, {steps[-1]['loss']:.3f} after the last, {per_step:.0f} s "
-                          f"per optimizer step ({machine()}); tuning-seed success of the base "
+                          f"per optimizer step ({where}); tuning-seed success of the base "
                           f"model {rows[0]['eval/success_rate']:.0%}.", ""]
             else:
                 lines += ["**SFT warm start**: not started yet.", ""]
