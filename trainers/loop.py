@@ -36,6 +36,7 @@ import torch
 
 import agentgym
 from agentgym.errors import AgentGymError, ConfigError
+from agentgym.memory import fix_mmap_threshold
 from agentgym.policies.hf import TransformersPolicy
 from agentgym.trainers import checkpoint, heldout
 from agentgym.trainers.advantages import Estimator, estimator_info, get_estimator
@@ -140,6 +141,7 @@ def build(config: TrainConfig, resume: bool = False) -> Run:
     run_dir.mkdir(parents=True, exist_ok=True)
     save_config(config, run_dir / "config.yaml")
     _seed_everything(config.seed)
+    fix_mmap_threshold()  # freed step tensors go back to the system (agentgym/memory.py)
     model, tokenizer = load_trained_model(config.model.path, device=config.model.device,
                                           dtype=config.model.dtype)
     reference = _frozen_copy(model) if config.loss.kl_coef > 0 else None
