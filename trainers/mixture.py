@@ -125,7 +125,7 @@ def reward_components(entry: EnvMixEntry) -> list[RewardComponent] | None:
     if entry.reward_accumulation is None:
         return None
     try:
-        return swe_components(SWERewardConfig(**entry.reward_options))
+        return list(swe_components(SWERewardConfig(**entry.reward_options)))
     except TypeError as exc:
         raise ConfigError(f"envs entry {entry.label!r}: reward_options: {exc}") from None
 

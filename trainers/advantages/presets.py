@@ -61,7 +61,7 @@ SPA_RELEASED: dict[str, Any] = {"variant": "released", "advantage": "gae", "gamm
 def spa_released(**overrides: Any) -> dict[str, Any]:
     """Options that make ``spa`` build the released SPA-RL-Agent trainer's advantages.
 
-        >>> spa_released()["advantage"]
-        'gae'
+    >>> spa_released()["advantage"]
+    'gae'
     """
     return {**SPA_RELEASED, **overrides}
