@@ -89,7 +89,7 @@ def main() -> None:
         f"{sum(r['rollout_s'] for r in steps) / max(len(steps), 1):.1f} s, update "
         f"{sum(r['update_s'] for r in steps) / max(len(steps), 1):.1f} s.",
         "",
-        machine_line(),
+        machine_line(start_load=load_before[0]),
     ])
     write_section(TITLE, body)
 

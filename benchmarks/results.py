@@ -77,14 +77,20 @@ def matmul_peak(n: int = 1024, seconds: float = 2.0) -> float | None:
     return best
 
 
-def machine_line() -> str:
-    """The machine a section was measured on: CPU model, cores, matmul peak and load."""
+def machine_line(start_load: float | None = None) -> str:
+    """The machine a section was measured on: CPU model, cores, matmul peak and load.
+
+    ``start_load`` is the 1-minute load average before the measured job started; when given,
+    it (not the load when written, which includes the job itself) decides whether other work
+    shared the machine.
+    """
     peak = matmul_peak()
     one, five, fifteen = os.getloadavg()
     cores = os.cpu_count() or 1
+    other = one if start_load is None else start_load
     speed = (f"float32 matmul peak {peak / 1e9:.1f} GFLOP/s (torch, measured when this "
              "section was written)" if peak else "matmul peak not measured (no torch)")
     return (f"Measured on: {cpu_model()}, {cores} cores; {speed}; load average {one:.1f} / "
             f"{five:.1f} / {fifteen:.1f} when written (from `uptime`)"
             + ("; other work shared the machine, so times are pessimistic."
-               if one >= 0.5 * cores else "."))
+               if other >= 0.5 * cores else "."))
