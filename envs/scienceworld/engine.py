@@ -40,6 +40,7 @@ def version() -> str:
 
 def pool() -> JVMPool:
     """The process-wide JVM pool running ScienceWorld's bundled jar."""
+    package()
     from scienceworld.constants import BASEPATH, JAR_PATH
 
     return shared_pool(JAR_PATH, BASEPATH)

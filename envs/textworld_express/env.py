@@ -22,17 +22,14 @@ ALFWorld-like household tidy-up), MapReader, Arithmetic, Sorting, SimonSays, Pec
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from agentgym.env import BaseEnv
-from agentgym.errors import ConfigError, EnvStateError, did_you_mean
-from agentgym.types import Message, StepResult
+from agentgym.errors import ConfigError, did_you_mean
+from agentgym.types import Message
 
-from ..jvm import JavaError, Lease, call_engine
-from ..text_commands import parse_command
+from ..jvm_env import JVMTextEnv
 from . import engine as twx
 
 Split = Literal["train", "dev", "test"]
@@ -46,7 +43,7 @@ south</action>, <action>take coin</action> or <action>inventory</action>. Reply 
 <action>help</action> to see the task again."""
 
 
-class TextWorldExpressEnv(BaseEnv):
+class TextWorldExpressEnv(JVMTextEnv):
     """One TextWorldExpress game at a time, on a simulator in a shared JVM.
 
     Args:
@@ -77,7 +74,7 @@ class TextWorldExpressEnv(BaseEnv):
 
     def __init__(self, game: str = "coin", game_params: str | Mapping[str, Any] = "",
                  split: Split = "train", valid_actions_in_info: bool = True) -> None:
-        super().__init__()
+        super().__init__("TextWorldExpress", twx.pool, twx.make_engine)
         names = twx.game_names()
         if game not in names:
             raise ConfigError(f"unknown TextWorldExpress game {game!r}; expected one of "
@@ -89,12 +86,7 @@ class TextWorldExpressEnv(BaseEnv):
         self.game_params = _params_text(game_params)
         self.split = split
         self.valid_actions_in_info = valid_actions_in_info
-        self._lease: Lease | None = None
-        self._engine: Any = None
-        self._info: dict[str, Any] = {}  # the engine's last response
         self._game_seed: int | None = None
-        self._gold: list[str] | None = None
-        self._commands: list[str] = []
 
     # -- episode ---------------------------------------------------------------------
     async def _reset(self, seed: int | None, options: Mapping[str, Any],
@@ -119,27 +111,6 @@ class TextWorldExpressEnv(BaseEnv):
             info["valid_actions"] = self._step_info(valid=True)["valid_actions"]
         return [Message("user", text)], info
 
-    async def _step(self, action: Message) -> StepResult:
-        command = parse_command(action.content)
-        if not command:
-            text = ("Your reply held no command. Reply with one command, e.g. "
-                    "<action>look around</action>.")
-            return StepResult((Message("user", text),), 0.0, terminated=False,
-                              info=self._step_info(valid=False))
-        self._commands.append(command)
-        try:
-            observation, reward, _, info = await self._call(self._engine.step, command)
-        except JavaError as exc:  # the engine choked on this input: the agent's mistake
-            text = f"The command {command!r} could not be carried out."
-            return StepResult((Message("user", text),), 0.0, terminated=False,
-                              info={**self._step_info(valid=False), "error": str(exc)[:200]})
-        self._info = info
-        valid = not observation.startswith(UNKNOWN_COMMAND)
-        # The package's own `done` also fires at its step limit; we leave that to MaxTurns.
-        ended = bool(info["tasksuccess"] or info["taskfailure"] or info["score"] >= 1.0)
-        return StepResult((Message("user", observation.strip()),), float(reward),
-                          terminated=ended, truncated=False, info=self._step_info(valid=valid))
-
     def state_key(self) -> str | None:
         """Digest of the room description and inventory (the instruction in SimonSays)."""
         if not self._info:
@@ -157,45 +128,7 @@ class TextWorldExpressEnv(BaseEnv):
                  f"Score: {self._info.get('score', 0)}"]
         return "\n\n".join(p.strip() for p in parts if p.strip())
 
-    async def expert_action(self) -> Message:
-        """The next command of the engine's gold path for this game.
-
-        Raises:
-            EnvStateError: before reset, after the episode left the gold path, or past its end.
-        """
-        if self._game_seed is None:
-            raise EnvStateError("TextWorldExpressEnv.expert_action() before reset(); call "
-                                "`await env.reset(seed=...)` first")
-        if self._gold is None:
-            if self._commands:
-                raise EnvStateError("TextWorldExpressEnv.expert_action(): the gold path is made "
-                                    "when the game is generated; ask for it before the first "
-                                    "move")
-            await self._generate(gold=True)  # the same game again, now with its gold path
-            self._gold = list(await self._call(self._engine.getGoldActionSequence))
-        done = len(self._commands)
-        if self._commands != self._gold[:done]:
-            raise EnvStateError("TextWorldExpressEnv.expert_action(): the episode left the "
-                                f"gold path at move {done}; it only replays from the start")
-        if done >= len(self._gold):
-            raise EnvStateError("TextWorldExpressEnv.expert_action(): the gold path is "
-                                "exhausted but the game has not ended")
-        return Message("assistant", self._gold[done])
-
-    async def _close(self) -> None:
-        if self._lease is not None:
-            engine, lease = self._engine, self._lease
-            self._engine = self._lease = None
-            engine.close()
-            twx.pool().release(lease, engine.server)
-
     # -- helpers ---------------------------------------------------------------------
-    async def _ensure_engine(self) -> Any:
-        if self._engine is None:
-            self._lease = await asyncio.to_thread(twx.pool().lease)
-            self._engine = await self._call(twx.make_engine, self._lease)
-        return self._engine
-
     async def _generate(self, gold: bool) -> None:
         engine = await self._ensure_engine()
         try:
@@ -207,6 +140,18 @@ class TextWorldExpressEnv(BaseEnv):
                               f"for {self.game!r}: {str(exc).strip()}") from None
         self._commands, self._gold = [], None
 
+    async def _load_gold(self) -> list[str]:
+        await self._generate(gold=True)  # the same game again, now with its gold path
+        return list(await self._call(self._engine.getGoldActionSequence))
+
+    def _valid(self, observation: str) -> bool:
+        return not observation.startswith(UNKNOWN_COMMAND)
+
+    def _terminated(self, completed: bool) -> bool:
+        # The package's own `done` also fires at its step limit; we leave that to MaxTurns.
+        info = self._info
+        return bool(info["tasksuccess"] or info["taskfailure"] or info["score"] >= 1.0)
+
     def _step_info(self, *, valid: bool) -> dict[str, Any]:
         info: dict[str, Any] = {"valid": valid,
                                 "success": bool(self._info.get("tasksuccess", False)),
@@ -216,9 +161,6 @@ class TextWorldExpressEnv(BaseEnv):
         if self.valid_actions_in_info:
             info["valid_actions"] = list(self._info.get("validActions", ()))
         return info
-
-    async def _call(self, fn: Any, *args: Any) -> Any:
-        return await call_engine(fn, *args, engine="TextWorldExpress")
 
 
 def _params_text(params: str | Mapping[str, Any]) -> str:

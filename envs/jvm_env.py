@@ -1,0 +1,137 @@
+"""What the text-world envs whose engine is a pooled jar (ScienceWorld, TWX) do alike.
+
+Both wrap their package's Python API around one simulator in a shared JVM
+(:mod:`agentgym.envs.jvm`), read one free-text command a turn, and offer the benchmark's gold
+action sequence as the expert. :class:`JVMTextEnv` holds that common part: leasing and
+returning the simulator, the turn's command handling, and the gold path's bookkeeping. A
+subclass loads its episodes and says how to read the engine's answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from agentgym.env import BaseEnv
+from agentgym.errors import EnvStateError
+from agentgym.types import Message, StepResult
+
+from .jvm import JavaError, JVMPool, Lease, call_engine
+from .text_commands import parse_command
+
+NO_COMMAND = ("Your reply held no command. Reply with one command, e.g. "
+              "<action>look around</action>.")
+
+
+class JVMTextEnv(BaseEnv):
+    """Base for an env on one simulator in a shared JVM, played one text command a turn.
+
+    A subclass implements ``_reset`` (loading an episode through :meth:`_ensure_engine`
+    and setting ``_info``), :meth:`_step_info`, :meth:`_valid` and :meth:`_load_gold`,
+    and may override :meth:`_terminated`.
+
+    Args:
+        benchmark: The benchmark's name, for engine faults and errors (``"ScienceWorld"``).
+        pool: The process-wide pool running the benchmark's jar.
+        make_engine: A fresh simulator, with the package's API, in a leased JVM.
+    """
+
+    def __init__(self, benchmark: str, pool: Callable[[], JVMPool],
+                 make_engine: Callable[[Lease], Any]) -> None:
+        super().__init__()
+        self.benchmark = benchmark
+        self._pool = pool
+        self._make_engine = make_engine
+        self._lease: Lease | None = None
+        self._engine: Any = None
+        self._info: dict[str, Any] = {}  # the engine's last info; empty before reset
+        self._gold: list[str] | None = None
+        self._commands: list[str] = []  # what the engine was sent this episode
+
+    # -- to implement ----------------------------------------------------------------
+    def _step_info(self, *, valid: bool) -> dict[str, Any]:
+        """The info of a turn (``valid``: the engine understood the command)."""
+        raise NotImplementedError
+
+    def _valid(self, observation: str) -> bool:
+        """Whether the engine's answer says it understood the command."""
+        raise NotImplementedError
+
+    def _terminated(self, completed: bool) -> bool:
+        """Whether the episode ended this turn (``completed``: the package's own verdict)."""
+        return completed
+
+    async def _load_gold(self) -> list[str]:
+        """Load the current episode again, now with its gold path, and return that path."""
+        raise NotImplementedError
+
+    # -- episode ---------------------------------------------------------------------
+    async def _step(self, action: Message) -> StepResult:
+        command = parse_command(action.content)
+        if not command:
+            return StepResult((Message("user", NO_COMMAND),), 0.0, terminated=False,
+                              info=self._step_info(valid=False))
+        self._commands.append(command)
+        try:
+            observation, reward, completed, info = await self._call(self._engine.step, command)
+        except JavaError as exc:  # the engine choked on this input: the agent's mistake
+            text = f"The command {command!r} could not be carried out ({first_line(exc)})."
+            return StepResult((Message("user", text),), 0.0, terminated=False,
+                              info={**self._step_info(valid=False), "error": str(exc)[:200]})
+        self._info = info
+        return StepResult((Message("user", observation.strip()),), float(reward),
+                          terminated=self._terminated(bool(completed)), truncated=False,
+                          info=self._step_info(valid=self._valid(observation)))
+
+    async def expert_action(self) -> Message:
+        """The next command of the benchmark's gold action sequence for this episode.
+
+        The gold path is made by the engine on first use (a reload of the same episode), so
+        it is only available before the first move or while on the path.
+
+        Raises:
+            EnvStateError: before reset, after the episode left the gold path, or past its end.
+        """
+        name = type(self).__name__
+        if not self._info:
+            raise EnvStateError(f"{name}.expert_action() before reset(); call "
+                                "`await env.reset(seed=...)` first")
+        if self._gold is None:
+            if self._commands:
+                raise EnvStateError(f"{name}.expert_action(): the gold path is made when the "
+                                    "episode is loaded; ask for it before the first move")
+            self._gold = await self._load_gold()
+        done = len(self._commands)
+        if self._commands != self._gold[:done]:
+            raise EnvStateError(f"{name}.expert_action(): the episode left the gold path at "
+                                f"move {done}; the gold sequence only replays from the start")
+        if done >= len(self._gold):
+            raise EnvStateError(f"{name}.expert_action(): the gold sequence is exhausted but "
+                                "the episode has not ended")
+        return Message("assistant", self._gold[done])
+
+    async def _close(self) -> None:
+        if self._lease is not None:
+            engine, lease = self._engine, self._lease
+            self._engine = self._lease = None
+            engine.close()
+            self._pool().release(lease, engine.server)
+
+    # -- helpers for subclasses ------------------------------------------------------
+    async def _ensure_engine(self) -> Any:
+        """This env's simulator, leased from the pool on first use."""
+        if self._engine is None:
+            self._lease = await asyncio.to_thread(self._pool().lease)
+            self._engine = await self._call(self._make_engine, self._lease)
+        return self._engine
+
+    async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run one blocking engine call off the event loop (see :func:`~.jvm.call_engine`)."""
+        return await call_engine(fn, *args, engine=self.benchmark)
+
+
+def first_line(exc: BaseException) -> str:
+    """The Java exception's message line from a py4j error (its class name when none)."""
+    lines = [ln for ln in str(exc).splitlines() if ln.strip() and not ln.startswith("An error")]
+    return lines[0].strip(": ") if lines else type(exc).__name__
