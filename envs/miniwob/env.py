@@ -34,6 +34,8 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from agentgym.env import BaseEnv
+from agentgym.envs.web.shared import BrowserTab
+from agentgym.envs.web.snapshot import find_element
 from agentgym.errors import ConfigError
 from agentgym.tools import ToolBox
 from agentgym.types import Message, StepResult
@@ -97,10 +99,7 @@ class MiniWoBEnv(BaseEnv):
         self.viewport = (int(viewport[0]), int(viewport[1]))
         self._toolbox = ToolBox(TOOLS)
         self.tools = self._toolbox.specs
-        self._handle: Any = None
-        self._context: Any = None
-        self._page: Any = None
-        self._crashed = False
+        self._tab = BrowserTab()
         self.fault: BaseException | None = None
         """An infrastructure fault met while running a tool (raised after the turn)."""
         self.elements: dict[str, Element] = {}
@@ -114,10 +113,10 @@ class MiniWoBEnv(BaseEnv):
     @property
     def page(self) -> Any:
         """The episode's Playwright page (after ``reset``)."""
-        if self._page is None:
+        if self._tab.page is None:
             raise RuntimeError("MiniWoBEnv.page is read before reset(); call "
                                "`await env.reset(seed=...)` first")
-        return self._page
+        return self._tab.page
 
     @property
     def timeout_ms(self) -> float:
@@ -126,12 +125,7 @@ class MiniWoBEnv(BaseEnv):
 
     def element(self, ref: str) -> Element:
         """The element a ref names, or an :class:`ActionError` listing the refs there are."""
-        found = self.elements.get(ref.strip().strip("[]").removeprefix("ref="))
-        if found is None:
-            known = ", ".join(f"{e.ref} ({e.role} {e.name!r})" for e in
-                              list(self.elements.values())[:40])
-            raise ActionError(f"no element with ref {ref!r} on this page; refs here: {known}")
-        return found
+        return find_element(self.elements, ref, ActionError)
 
     def locator(self, element: Element) -> Any:
         """A Playwright locator for an element of the current snapshot."""
@@ -153,7 +147,7 @@ class MiniWoBEnv(BaseEnv):
             self.fault = exc
             raise ActionError(f"the page stopped answering while {what}") from exc
         except PlaywrightError as exc:
-            if self._broken() or not await self._answers():
+            if self._tab.broken or not await self._answers():
                 self.fault = exc
                 raise ActionError("the browser crashed") from exc
             raise ActionError(f"{what} failed: {str(exc).splitlines()[0]}") from None
@@ -164,14 +158,6 @@ class MiniWoBEnv(BaseEnv):
         self.elapsed_ms += ms
 
     # -- the browser ---------------------------------------------------------------------
-    def _on_crash(self, *_: Any) -> None:
-        self._crashed = True
-
-    def _broken(self) -> bool:
-        handle = self._handle
-        return (self._crashed or handle is None or not handle.browser.is_connected()
-                or self._page is None or self._page.is_closed())
-
     async def _answers(self) -> bool:
         try:
             async with asyncio.timeout(max(5.0, 3 * self.action_timeout)):
@@ -186,25 +172,13 @@ class MiniWoBEnv(BaseEnv):
             async with asyncio.timeout(self.action_timeout + HANG_S):
                 return await operation
         except Exception as exc:
-            state = "crashed" if self._broken() else "stopped answering"
+            state = "crashed" if self._tab.broken else "stopped answering"
             raise MiniWoBError(f"miniwob/{self.task}: the page {state} while {what}: "
                                f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
                                ) from exc
 
     async def _open(self, seed: int) -> None:
-        from agentgym.envs.web.shared import shared
-
-        pool = shared().browsers
-        if self._handle is not None and not self._handle.browser.is_connected():
-            old, self._handle = self._handle, None
-            await pool.release("chromium", old)
-        if self._handle is None:
-            self._handle = await pool.acquire("chromium")
-        self._crashed = False
-        self._context = await self._guard(self._handle.browser.new_context(
-            viewport={"width": self.viewport[0], "height": self.viewport[1]}), "opening")
-        page = self._page = await self._guard(self._context.new_page(), "opening a page")
-        page.on("crash", self._on_crash)
+        page = await self._tab.open(self.viewport, guard=self._guard)
         await self._guard(page.clock.install(time=EPOCH_MS), "installing the clock")
         await self._guard(page.clock.pause_at(EPOCH_MS + 1000), "pausing the clock")
         await self._guard(page.goto(self.page_path.as_uri(), wait_until="load"),
@@ -229,7 +203,7 @@ class MiniWoBEnv(BaseEnv):
 
     async def _read(self) -> str:
         """Snapshot the page: sets ``elements`` and ``snapshot``, returns the text."""
-        if self._broken():
+        if self._tab.broken:
             raise MiniWoBError(f"miniwob/{self.task}: the browser crashed")
         raw = await self._guard(self.page.locator("body").aria_snapshot(
             mode="ai", timeout=(self.action_timeout + HANG_S) * 1000), "reading the page")
@@ -259,7 +233,7 @@ class MiniWoBEnv(BaseEnv):
         if options:
             raise ValueError(f"MiniWoB envs take no reset options, got {sorted(options)}; "
                              "the task is chosen with make(..., task=NAME)")
-        await self._release_context()
+        await self._tab.release_context()
         self.seed = seed if seed is not None else int(self.np_random.integers(2**31 - 1))
         self.snapshot, self.fault = "", None
         await self._open(self.seed)
@@ -273,7 +247,7 @@ class MiniWoBEnv(BaseEnv):
         return [Message("user", prompt)], info
 
     async def _step(self, action: Message) -> StepResult:
-        if self._broken():
+        if self._tab.broken:
             raise MiniWoBError(f"miniwob/{self.task}: the browser crashed")
         outcome = await self._toolbox.run(action, state=Turn(self))
         if self.fault is not None:
@@ -299,22 +273,8 @@ class MiniWoBEnv(BaseEnv):
         reward = raw if self.reward_kind == "raw" else discounted
         return StepResult(tuple(messages), reward, terminated=True, info=info)
 
-    async def _release_context(self) -> None:
-        from agentgym.envs.web.shared import close_quietly
-
-        context, self._context, self._page = self._context, None, None
-        if context is not None:  # a crashed browser has no context left to close
-            await close_quietly(context.close())
-
     async def _close(self) -> None:
-        from agentgym.envs.web.shared import shared
-
-        try:
-            await self._release_context()
-        finally:
-            handle, self._handle = self._handle, None
-            if handle is not None:
-                await shared().browsers.release("chromium", handle)
+        await self._tab.close()
 
     # -- the expert ----------------------------------------------------------------------
     async def expert_action(self) -> Message:

@@ -25,9 +25,9 @@ from agentgym.tools import ToolBox, tool
 from agentgym.types import Message, ToolCall
 
 from .base import ActionError, Episode, PageFacts, WebShopBase, expert_intent
-from .shared import BrowserHandle, close_quietly, shared
+from .shared import BrowserTab
 from .site import COOKIE
-from .snapshot import EDITABLE, Element, stabilize
+from .snapshot import EDITABLE, Element, find_element, stabilize
 
 
 class _BrowserTurn:
@@ -174,10 +174,7 @@ class WebShopEnv(WebShopBase):
         self.viewport = (int(viewport[0]), int(viewport[1]))
         self._toolbox = ToolBox([click, type_, select, go_back, scroll, finish])
         self.tools = self._toolbox.specs
-        self._handle: BrowserHandle | None = None
-        self._context: Any = None
-        self._page: Any = None
-        self._crashed = False
+        self._tab = BrowserTab()
         self.elements: dict[str, Element] = {}
         self.snapshot = ""
 
@@ -188,10 +185,10 @@ class WebShopEnv(WebShopBase):
     @property
     def page(self) -> Any:
         """The episode's Playwright page (after ``reset``)."""
-        if self._page is None:
+        if self._tab.page is None:
             raise RuntimeError("WebShopEnv.page is read before reset(); call "
                                "`await env.reset(seed=...)` first")
-        return self._page
+        return self._tab.page
 
     def how_to_act(self) -> str:
         """Browser-mode action instructions."""
@@ -202,31 +199,10 @@ class WebShopEnv(WebShopBase):
     # -- the browser -----------------------------------------------------------------------
     async def _open(self, url: str) -> str:
         assert self.site is not None and self.episode is not None
-        pool = shared().browsers
-        if self._handle is not None and not self._handle.browser.is_connected():
-            old, self._handle = self._handle, None
-            await pool.release("chromium", old)
-        if self._handle is None:
-            self._handle = await pool.acquire("chromium")
-        self._crashed = False
-        context = await self._handle.browser.new_context(
-            viewport={"width": self.viewport[0], "height": self.viewport[1]})
-        self._context = context
-        await context.add_cookies([{"name": COOKIE, "value": self.episode.sid,
-                                    "url": self.site.url}])
-        page = await context.new_page()
-        page.on("crash", self._on_crash)
-        self._page = page
+        page = await self._tab.open(self.viewport, cookies=[
+            {"name": COOKIE, "value": self.episode.sid, "url": self.site.url}])
         await self._act(page.goto(url, timeout=self._ms), "opening the shop", True)
         return await self._page_text()
-
-    def _on_crash(self, *_: Any) -> None:
-        self._crashed = True
-
-    def _broken(self) -> bool:
-        handle = self._handle
-        return (self._crashed or handle is None or not handle.browser.is_connected()
-                or self._page is None or self._page.is_closed())
 
     async def _act(self, operation: Any, what: str, navigates: bool,
                    expect_navigation: bool = False) -> Any:
@@ -255,7 +231,7 @@ class WebShopEnv(WebShopBase):
                 if navigates:
                     await self.page.wait_for_load_state("domcontentloaded", timeout=self._ms)
         except (PlaywrightTimeout, TimeoutError) as exc:
-            if self._broken():
+            if self._tab.broken:
                 self.episode.fault = _crash(exc)
                 raise ActionError("the browser stopped responding") from exc
             await self._stop_loading()
@@ -263,7 +239,7 @@ class WebShopEnv(WebShopBase):
                               "page may be hanging); loading was stopped, you are still on "
                               f"{self._shown_url()}") from None
         except PlaywrightError as exc:
-            if self._broken():
+            if self._tab.broken:
                 self.episode.fault = _crash(exc)
                 raise ActionError("the browser crashed") from exc
             raise ActionError(f"{what} failed: {str(exc).splitlines()[0]}") from None
@@ -298,24 +274,19 @@ class WebShopEnv(WebShopBase):
         return parts.path + (f"?{parts.query}" if parts.query else "")
 
     def _element(self, ref: str) -> Element:
-        element = self.elements.get(ref.strip().strip("[]").removeprefix("ref="))
-        if element is None:
-            known = ", ".join(f"{e.ref} ({e.role} {e.name!r})" for e in
-                              list(self.elements.values())[:40])
-            raise ActionError(f"no element with ref {ref!r} on this page; refs here: {known}")
-        return element
+        return find_element(self.elements, ref, ActionError)
 
     def _locator(self, element: Element) -> Any:
         return self.page.locator(f"aria-ref={element.target}")
 
     async def _page_text(self) -> str:
         assert self.episode is not None
-        if self._broken():
+        if self._tab.broken:
             raise _fault(self.episode, "the browser crashed")
         try:
             raw = await self.page.locator("body").aria_snapshot(mode="ai", timeout=self._ms)
         except Exception as exc:
-            if self._broken():
+            if self._tab.broken:
                 raise _fault(self.episode, f"the browser crashed: {_first_line(exc)}") from exc
             await self._stop_loading()  # a page that hangs: read what is there
             try:
@@ -330,7 +301,7 @@ class WebShopEnv(WebShopBase):
 
     async def _run_turn(self, action: Message) -> tuple[list[Message], bool]:
         assert self.episode is not None
-        if self._broken():
+        if self._tab.broken:
             raise _fault(self.episode, "the browser crashed")
         outcome = await self._toolbox.run(action, state=_BrowserTurn(self, self.episode))
         return list(outcome.messages), outcome.valid
@@ -340,17 +311,13 @@ class WebShopEnv(WebShopBase):
         return await self.page.screenshot(type="png", timeout=self._ms)
 
     async def _release_client(self) -> None:
-        context, self._context, self._page = self._context, None, None
-        if context is not None:  # a crashed browser has no context left to close
-            await close_quietly(context.close())
+        await self._tab.release_context()
 
     async def _close(self) -> None:
         try:
             await super()._close()
         finally:
-            handle, self._handle = self._handle, None
-            if handle is not None:
-                await shared().browsers.release("chromium", handle)
+            await self._tab.release_browser()
 
     # -- the oracle ------------------------------------------------------------------------
     def facts(self) -> PageFacts:

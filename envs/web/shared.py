@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import weakref
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -159,6 +159,87 @@ def shared() -> _LoopShared:
     if found is None:
         found = _BY_LOOP[loop] = _LoopShared()
     return found
+
+
+Guard = Callable[[Awaitable[Any], str], Awaitable[Any]]
+"""Awaits one browser operation described by a phrase ("opening a page"), e.g. under a timeout."""
+
+
+async def _await(operation: Awaitable[Any], what: str) -> Any:
+    return await operation
+
+
+class BrowserTab:
+    """One env's share of the loop's Chromium: a reference on it, and the episode's page.
+
+    Each episode opens a fresh browser context with one page (:meth:`open`) and gives it back
+    when it ends (:meth:`release_context`); the browser reference is held from the first
+    episode until :meth:`close`, and traded for a fresh browser when the old one crashed.
+
+    Attributes:
+        handle: The shared browser, from the first :meth:`open` until :meth:`close`.
+        context: The episode's browser context (None between episodes).
+        page: The episode's page (None between episodes).
+    """
+
+    def __init__(self) -> None:
+        self.handle: BrowserHandle | None = None
+        self.context: Any = None
+        self.page: Any = None
+        self._crashed = False
+
+    @property
+    def broken(self) -> bool:
+        """Whether the browser or the page is gone (crashed, disconnected, closed, unopened)."""
+        handle = self.handle
+        return (self._crashed or handle is None or not handle.browser.is_connected()
+                or self.page is None or self.page.is_closed())
+
+    async def open(self, viewport: tuple[int, int],
+                   cookies: Sequence[Mapping[str, str]] = (), guard: Guard = _await) -> Any:
+        """A fresh context and page for an episode; returns the page.
+
+        Args:
+            viewport: The window's ``(width, height)``.
+            cookies: Set in the context before the page opens.
+            guard: Awaits each operation on the browser (default: as it is).
+        """
+        pool = shared().browsers
+        if self.handle is not None and not self.handle.browser.is_connected():
+            old, self.handle = self.handle, None
+            await pool.release("chromium", old)
+        if self.handle is None:
+            self.handle = await pool.acquire("chromium")
+        self._crashed = False
+        self.context = await guard(self.handle.browser.new_context(
+            viewport={"width": viewport[0], "height": viewport[1]}), "opening")
+        if cookies:
+            await guard(self.context.add_cookies(list(cookies)), "setting the cookies")
+        page = self.page = await guard(self.context.new_page(), "opening a page")
+        page.on("crash", self._on_crash)
+        return page
+
+    async def release_context(self) -> None:
+        """Close the episode's context (idempotent; best effort on a crashed browser)."""
+        context, self.context, self.page = self.context, None, None
+        if context is not None:  # a crashed browser has no context left to close
+            await close_quietly(context.close())
+
+    async def close(self) -> None:
+        """Close the context and give the browser reference back (idempotent)."""
+        try:
+            await self.release_context()
+        finally:
+            await self.release_browser()
+
+    async def release_browser(self) -> None:
+        """Give the browser reference back (idempotent); the last one out closes Chromium."""
+        handle, self.handle = self.handle, None
+        if handle is not None:
+            await shared().browsers.release("chromium", handle)
+
+    def _on_crash(self, *_: Any) -> None:
+        self._crashed = True
 
 
 def browser_processes(owner: int | None = None) -> list[int]:

@@ -11,6 +11,7 @@ Playwright's ref for the locator ``aria-ref=...``.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 INTERACTIVE = frozenset({"link", "button", "textbox", "searchbox", "combobox", "checkbox",
@@ -44,6 +45,20 @@ class Element:
     value: str = ""
     url: str = ""
     options: list[str] = field(default_factory=list)
+
+
+def find_element(elements: Mapping[str, Element], ref: str,
+                 error: type[Exception] = ValueError) -> Element:
+    """The element a ref names (``e3``, ``[e3]`` or ``ref=e3``).
+
+    Raises:
+        error: No element has that ref; the message lists the refs there are.
+    """
+    found = elements.get(ref.strip().strip("[]").removeprefix("ref="))
+    if found is None:
+        known = ", ".join(f"{e.ref} ({e.role} {e.name!r})" for e in list(elements.values())[:40])
+        raise error(f"no element with ref {ref!r} on this page; refs here: {known}")
+    return found
 
 
 def _unquote(text: str) -> str:

@@ -36,7 +36,7 @@ class _Episode:
     async def act(self):
         self.turn += 1
         if self.turn == 3 and self.number == 1:
-            cdp = await self.env._handle.browser.new_browser_cdp_session()
+            cdp = await self.env._tab.handle.browser.new_browser_cdp_session()
             info = await cdp.send("SystemInfo.getProcessInfo")
             pid = next(p["id"] for p in info["processInfo"] if p["type"] == "browser")
             os.kill(pid, signal.SIGKILL)  # the browser this test's own loop launched

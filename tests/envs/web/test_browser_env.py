@@ -118,7 +118,7 @@ async def test_cancelled_step_still_closes_the_context(shared_browser) -> None:
     env = WebShopEnv(action_timeout=3, **KW)
     try:
         await env.reset(seed=0)
-        assert env._handle is shared_browser
+        assert env._tab.handle is shared_browser
         contexts = len(shared_browser.browser.contexts)
         await env.page.route("**/search**", stall)
         box = next(e.ref for e in env.elements.values() if e.role == "textbox")
