@@ -24,7 +24,6 @@ and ``--resume`` restores them.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -32,11 +31,17 @@ from typing import Any
 
 import numpy as np
 
-from agentgym.errors import ConfigError
 from agentgym.trainers.advantages.gae import VALUE_KEY
 from agentgym.trainers.batching import TrainingDataError
 from agentgym.trainers.config import ValueConfig
-from agentgym.trainers.progress import META, Packed, ProgressModel, micro_batches
+from agentgym.trainers.progress import (
+    Packed,
+    ProgressModel,
+    load_checkpoint,
+    micro_batches,
+    save_checkpoint,
+    with_step_values,
+)
 from agentgym.types import Group, Trajectory
 
 try:
@@ -92,7 +97,7 @@ class Critic:
         values = dict(zip((t.id for t in scorable), self.predict(scorable), strict=True))
         out = []
         for g in groups:
-            trajs = tuple(_with_values(t, values[t.id]) if t.id in values else t
+            trajs = tuple(with_step_values(t, VALUE_KEY, values[t.id]) if t.id in values else t
                           for t in g.trajectories)
             out.append(replace(g, trajectories=trajs))
         return out
@@ -120,27 +125,12 @@ class Critic:
 
     def save(self, run_dir: Path, step: int, keep: int = 2) -> Path:
         """Write ``<run_dir>/critic/step-<N>/`` atomically; keep the newest ``keep``."""
-        root = Path(run_dir) / "critic"
-        final, tmp = root / f"step-{step:06d}", root / f".tmp-step-{step:06d}"
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        torch.save(self.optimizer.state_dict(), tmp / "optimizer.pt")
-        self.model.save(tmp)  # writes its metadata last: the marker of a complete folder
-        shutil.rmtree(final, ignore_errors=True)
-        tmp.rename(final)
-        for old in sorted(p for p in root.glob("step-*") if (p / META).exists())[:-keep]:
-            shutil.rmtree(old, ignore_errors=True)
-        return final
+        return save_checkpoint(Path(run_dir) / "critic", step, self.model, self.optimizer, keep)
 
     def load(self, run_dir: Path, step: int) -> None:
         """Restore the value model and its optimizer saved at ``step`` of the run."""
-        path = Path(run_dir) / "critic" / f"step-{step:06d}"
-        if not (path / META).exists():
-            raise ConfigError(f"--resume: the run checkpoint is at step {step} but {path} holds "
-                              "no value head; resume a run that trained with GAE advantages")
-        saved = ProgressModel.load(path, device=str(self.model.device))
-        self.model.load_state_dict(saved.state_dict())
-        self.optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=False))
+        load_checkpoint(Path(run_dir) / "critic", step, self.model, self.optimizer,
+                        "value head; resume a run that trained with GAE advantages")
 
     def _epoch(self, packs: list[Packed], old: list[torch.Tensor], want: list[torch.Tensor],
                n: int) -> float:
@@ -161,9 +151,3 @@ class Critic:
         model.eval()
         return total
 
-
-def _with_values(traj: Trajectory, values: np.ndarray) -> Trajectory:
-    steps = tuple(replace(s, result=replace(s.result, info={**s.result.info,
-                                                             VALUE_KEY: float(v)}))
-                  for s, v in zip(traj.steps, values, strict=True))
-    return replace(traj, steps=steps)

@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass
+import shutil
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -265,3 +266,49 @@ def fit_metrics(contributions: Sequence[np.ndarray], packs: Sequence[Packed],
             if steps:
                 out[name] = float(np.concatenate(steps).mean())
     return out
+
+
+def with_step_values(traj: Trajectory, key: str, values: np.ndarray) -> Trajectory:
+    """``traj`` with one float per step written into ``step.result.info[key]``."""
+    steps = tuple(replace(s, result=replace(s.result, info={**s.result.info, key: float(v)}))
+                  for s, v in zip(traj.steps, values, strict=True))
+    return replace(traj, steps=steps)
+
+
+def save_checkpoint(root: Path, step: int, model: ProgressModel,
+                    optimizer: torch.optim.Optimizer, keep: int = 2,
+                    extra: Callable[[Path], None] | None = None) -> Path:
+    """Write ``<root>/step-<N>/`` atomically: optimizer state, ``extra``'s files, the model.
+
+    ``extra`` writes the caller's own files into the folder. The model's metadata is written
+    last, so only a complete folder counts; the newest ``keep`` complete folders are kept.
+    """
+    final, tmp = root / f"step-{step:06d}", root / f".tmp-step-{step:06d}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+    if extra is not None:
+        extra(tmp)
+    model.save(tmp)  # writes META last: the marker of a complete folder
+    shutil.rmtree(final, ignore_errors=True)
+    tmp.rename(final)
+    for old in sorted(p for p in root.glob("step-*") if (p / META).exists())[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def load_checkpoint(root: Path, step: int, model: ProgressModel,
+                    optimizer: torch.optim.Optimizer, missing: str) -> Path:
+    """Restore ``model`` and ``optimizer`` from ``<root>/step-<N>/``; returns the folder.
+
+    Raises:
+        ConfigError: no complete folder for ``step`` (``missing`` says what and how to fix).
+    """
+    path = root / f"step-{step:06d}"
+    if not (path / META).exists():
+        raise ConfigError(f"--resume: the run checkpoint is at step {step} but {path} holds "
+                          f"no {missing}")
+    saved = ProgressModel.load(path, device=str(model.device))
+    model.load_state_dict(saved.state_dict())
+    optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=False))
+    return path

@@ -25,7 +25,6 @@ seeded by (run seed, step), so a resumed run fits on the same order.
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
@@ -36,29 +35,27 @@ from typing import Any
 import numpy as np
 import torch
 
-from agentgym.errors import ConfigError
 from agentgym.jsonl import read_trajectories, write_trajectories
 from agentgym.trainers.advantages.spa import PROGRESS_KEY
 from agentgym.trainers.config import ProgressConfig, TrainConfig
 from agentgym.trainers.metrics import succeeded
 from agentgym.trainers.progress import (
-    META,
     Packed,
     ProgressModel,
     fit_metrics,
+    load_checkpoint,
     micro_batches,
     pack,
+    save_checkpoint,
     sum_loss,
+    with_step_values,
 )
 from agentgym.types import Group, Trajectory
 
 
 def annotate(traj: Trajectory, contributions: np.ndarray) -> Trajectory:
     """``traj`` with ĉ_t written into each step's ``result.info["progress"]``."""
-    steps = tuple(replace(s, result=replace(s.result, info={**s.result.info,
-                                                            PROGRESS_KEY: float(c)}))
-                  for s, c in zip(traj.steps, contributions, strict=True))
-    return replace(traj, steps=steps)
+    return with_step_values(traj, PROGRESS_KEY, contributions)
 
 
 class ProgressFitter:
@@ -186,29 +183,18 @@ class ProgressFitter:
 
     def save(self, run_dir: Path, step: int, keep: int = 2) -> Path:
         """Write ``<run_dir>/progress/step-<N>/`` atomically; keep the newest ``keep``."""
-        root = Path(run_dir) / "progress"
-        final, tmp = root / f"step-{step:06d}", root / f".tmp-step-{step:06d}"
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        torch.save(self.optimizer.state_dict(), tmp / "optimizer.pt")
-        write_trajectories(tmp / "buffer.jsonl", [t for g in self.buffer for t in g.trajectories])
-        (tmp / "fitter.json").write_text(json.dumps({"explored": self.explored}))
-        self.model.save(tmp)  # writes META last: the marker of a complete folder
-        shutil.rmtree(final, ignore_errors=True)
-        tmp.rename(final)
-        for old in sorted(p for p in root.glob("step-*") if (p / META).exists())[:-keep]:
-            shutil.rmtree(old, ignore_errors=True)
-        return final
+        def buffer_and_state(folder: Path) -> None:
+            write_trajectories(folder / "buffer.jsonl",
+                               [t for g in self.buffer for t in g.trajectories])
+            (folder / "fitter.json").write_text(json.dumps({"explored": self.explored}))
+
+        return save_checkpoint(Path(run_dir) / "progress", step, self.model, self.optimizer,
+                               keep, extra=buffer_and_state)
 
     def load(self, run_dir: Path, step: int) -> None:
         """Restore the estimator, optimizer and buffer saved at ``step`` of the run."""
-        path = Path(run_dir) / "progress" / f"step-{step:06d}"
-        if not (path / META).exists():
-            raise ConfigError(f"--resume: the run checkpoint is at step {step} but {path} holds "
-                              "no progress estimator; resume a run that trained with spa")
-        saved = ProgressModel.load(path, device=str(self.model.device))
-        self.model.load_state_dict(saved.state_dict())
-        self.optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=False))
+        path = load_checkpoint(Path(run_dir) / "progress", step, self.model, self.optimizer,
+                               "progress estimator; resume a run that trained with spa")
         self.buffer.clear()
         self.buffer.extend(Group.from_trajectories(list(read_trajectories(path / "buffer.jsonl"))))
         self.explored = bool(json.loads((path / "fitter.json").read_text())["explored"])
