@@ -112,6 +112,26 @@ def latest(run_dir: Path) -> Path | None:
     return done[-1] if done else None
 
 
+def resume_point(run_dir: Path, resume: bool) -> Path | None:
+    """The checkpoint a run continues from: the latest one under ``--resume``, else None.
+
+    Checked before any model loads.
+
+    Raises:
+        ConfigError: ``run_dir`` holds checkpoints but ``resume`` is off (they would be
+            overwritten), ``resume`` finds none, or the latest cannot resume exactly.
+    """
+    last = latest(run_dir)
+    if last is not None and not resume:
+        raise ConfigError(f"{run_dir} already holds checkpoints; pass --resume to continue the "
+                          "run, or set run_dir to a new folder")
+    if resume and last is None:
+        raise ConfigError(f"--resume: no checkpoint in {run_dir}; start the run without --resume")
+    if last is not None:
+        check_resumable(last)
+    return last
+
+
 def check_resumable(path: Path) -> None:
     """Raise unless the checkpoint folder holds the optimizer state an exact resume needs.
 

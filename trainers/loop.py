@@ -113,14 +113,7 @@ class Run:
 def build(config: TrainConfig, resume: bool = False) -> Run:
     """Load the model, optimizer and (when resuming) the latest checkpoint."""
     run_dir = Path(config.run_dir)
-    last = checkpoint.latest(run_dir)
-    if last is not None and not resume:
-        raise ConfigError(f"{run_dir} already holds checkpoints; pass --resume to continue the "
-                          "run, or set run_dir to a new folder")
-    if resume and last is None:
-        raise ConfigError(f"--resume: no checkpoint in {run_dir}; start the run without --resume")
-    if resume and last is not None:
-        checkpoint.check_resumable(last)  # before loading any model
+    last = checkpoint.resume_point(run_dir, resume)  # checked before any model loads
     for env in config.envs or (config.env,):
         for kwargs in (env.kwargs, {**env.kwargs, **env.eval_kwargs}):
             agentgym.make(env.id, **kwargs)  # bad env id/kwargs fail before loading
@@ -145,7 +138,7 @@ def build(config: TrainConfig, resume: bool = False) -> Run:
     model, tokenizer = load_trained_model(config.model.path, device=config.model.device,
                                           dtype=config.model.dtype)
     reference = _frozen_copy(model) if config.loss.kl_coef > 0 else None
-    progress = build_fitter(config, model, last if resume else None)  # copies the initial policy
+    progress = build_fitter(config, model, last)  # copies the initial policy
     critic = (Critic.from_policy(model, config.algorithm.value)  # GAE's value head
               if isinstance(estimator, ValueEstimator) and estimator.uses_values else None)
     if config.model.lora.enabled:
@@ -156,7 +149,7 @@ def build(config: TrainConfig, resume: bool = False) -> Run:
     optimizer = torch.optim.AdamW(params, lr=config.optim.lr,
                                   weight_decay=config.optim.weight_decay)
     state = TrainState(0, config.env.first_seed)
-    if resume and last is not None:
+    if last is not None:
         state = checkpoint.load(last, model, optimizer)
         policy.policy_version = state.step  # one update per step: go on counting from there
         if critic is not None:

@@ -106,14 +106,7 @@ def sft(config: SFTConfig, resume: bool = False, progress: Any = None) -> Path:
             demonstration left after filtering.
     """
     run_dir = Path(config.run_dir)
-    last = checkpoint.latest(run_dir)
-    if last is not None and not resume:
-        raise ConfigError(f"{run_dir} already holds checkpoints; pass --resume to continue the "
-                          "run, or set run_dir to a new folder")
-    if resume and last is None:
-        raise ConfigError(f"--resume: no checkpoint in {run_dir}; start the run without --resume")
-    if resume and last is not None:
-        checkpoint.check_resumable(last)
+    last = checkpoint.resume_point(run_dir, resume)  # checked before any model loads
     trajs, read = load_demonstrations(config.data)
     run_dir.mkdir(parents=True, exist_ok=True)
     save_config(config, run_dir / "config.yaml")  # type: ignore[arg-type]  # any dataclass
@@ -133,7 +126,7 @@ def sft(config: SFTConfig, resume: bool = False, progress: Any = None) -> Path:
     optimizer = torch.optim.AdamW(params, lr=config.optim.lr,
                                   weight_decay=config.optim.weight_decay)
     state = TrainState(0, 0)
-    if resume and last is not None:
+    if last is not None:
         state = checkpoint.load(last, model, optimizer)
     policy = TransformersPolicy(model, tokenizer, max_batch_size=config.model.max_batch_size,
                                 seed=config.seed)
