@@ -401,3 +401,22 @@ def unflatten(flat: Flat, step_values: np.ndarray) -> Advantages:
     values = np.where(flat.active[flat.step_traj], step_values, 0.0)  # (S,)
     parts = np.split(values, np.cumsum(flat.lengths)[:-1]) if len(flat.ids) else []
     return {i: p.astype(np.float64, copy=True) for i, p in zip(flat.ids, parts, strict=True)}
+
+
+def outcome_advantages(groups: Sequence[Group], options: EstimatorOptions,
+                       per_trajectory: Callable[[Flat, str], np.ndarray], *, cross_steps: bool,
+                       placement: PenaltyPlacement, leave_one_out: bool) -> Advantages:
+    """A group-baseline estimator's advantages (GRPO, RLOO), one per step.
+
+    Every step of trajectory i gets ``per_trajectory``'s A_i less its own λ
+    (:func:`broadcast`); ``cross_steps`` or the ``before_stats`` placement switch to
+    verl-agent's per-step entries (:func:`step_entry_advantages`, scaled by n/(n − 1) with
+    ``leave_one_out``).
+    """
+    flat = flatten(groups, gamma=options.gamma, invalid_penalty=options.invalid_penalty)
+    if cross_steps or placement != "own":  # verl-agent's layout
+        return unflatten(flat, step_entry_advantages(
+            flat, options.mode, cross_steps=cross_steps, placement=placement,
+            leave_one_out=leave_one_out))
+    adv = per_trajectory(flat, options.mode)  # (N,)
+    return unflatten(flat, broadcast(flat, adv))  # (S,) → per trajectory

@@ -39,12 +39,9 @@ from agentgym.trainers.advantages.base import (
     EstimatorOptions,
     Flat,
     PenaltyPlacement,
-    broadcast,
-    flatten,
     normalize,
+    outcome_advantages,
     register_estimator,
-    step_entry_advantages,
-    unflatten,
 )
 from agentgym.types import Group
 
@@ -91,12 +88,7 @@ class GRPO:
 
     def __call__(self, groups: Sequence[Group]) -> Advantages:
         """Advantages of every scorable trajectory in ``groups``, one per step."""
-        flat = flatten(groups, gamma=self.options.gamma,
-                       invalid_penalty=self.options.invalid_penalty)
         o = self.options
-        if o.cross_steps or o.penalty_placement != "own":  # verl-agent's layout
-            return unflatten(flat, step_entry_advantages(
-                flat, o.mode, cross_steps=o.cross_steps, placement=o.penalty_placement,
-                leave_one_out=False))
-        adv = grpo_trajectory_advantages(flat, o.mode)  # (N,)
-        return unflatten(flat, broadcast(flat, adv))  # (S,) → per trajectory
+        return outcome_advantages(groups, o, grpo_trajectory_advantages,
+                                  cross_steps=o.cross_steps, placement=o.penalty_placement,
+                                  leave_one_out=False)

@@ -36,12 +36,9 @@ from agentgym.trainers.advantages.base import (
     Flat,
     Mode,
     PenaltyPlacement,
-    broadcast,
-    flatten,
     normalize,
+    outcome_advantages,
     register_estimator,
-    step_entry_advantages,
-    unflatten,
 )
 from agentgym.types import Group
 
@@ -94,12 +91,7 @@ class RLOO:
 
     def __call__(self, groups: Sequence[Group]) -> Advantages:
         """Advantages of every scorable trajectory in ``groups``, one per step."""
-        flat = flatten(groups, gamma=self.options.gamma,
-                       invalid_penalty=self.options.invalid_penalty)
         o = self.options
-        if o.cross_steps or o.penalty_placement != "own":  # verl-agent's layout
-            return unflatten(flat, step_entry_advantages(
-                flat, o.mode, cross_steps=o.cross_steps, placement=o.penalty_placement,
-                leave_one_out=True))
-        adv = rloo_trajectory_advantages(flat, o.mode)  # (N,)
-        return unflatten(flat, broadcast(flat, adv))
+        return outcome_advantages(groups, o, rloo_trajectory_advantages,
+                                  cross_steps=o.cross_steps, placement=o.penalty_placement,
+                                  leave_one_out=True)
