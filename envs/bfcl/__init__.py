@@ -6,7 +6,7 @@ package (``pip install 'agentgym[bfcl]'``); see ``docs/bfcl.md``.
 
 Files: :mod:`.data` (categories, entries, splits), :mod:`.scoring` (BFCL's checkers and
 executor), :mod:`.calls` (reading the model's calls), :mod:`.single_turn` and
-:mod:`.multi_turn` (the envs).
+:mod:`.multi_turn` (the envs, on the shared :mod:`.base`).
 """
 
 from agentgym.envs.bfcl.data import CATEGORIES, MULTI_TURN, SINGLE_TURN, Category, task_ids

@@ -41,8 +41,8 @@ import json
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from agentgym.env import BaseEnv
 from agentgym.envs.bfcl import scoring
+from agentgym.envs.bfcl.base import BFCLBaseEnv
 from agentgym.envs.bfcl.calls import (
     call_problems,
     is_safe,
@@ -50,10 +50,7 @@ from agentgym.envs.bfcl.calls import (
     read_calls,
     too_costly,
 )
-from agentgym.envs.bfcl.data import SPLITS, BFCLTask, bfcl_modules, bfcl_version, get_task
-from agentgym.envs.bfcl.data import category as find_category
-from agentgym.errors import ConfigError
-from agentgym.types import Message, StepResult, ToolCall, ToolSpec
+from agentgym.types import Message, StepResult, ToolCall
 
 MAX_STEPS_PER_TURN = 20
 """BFCL's ``MAXIMUM_STEP_LIMIT``: more tool-calling replies than this in a turn fail the entry."""
@@ -62,7 +59,7 @@ ADDED_FUNCTIONS_PROMPT = ("I have updated some more functions you can choose fro
 """BFCL's ``DEFAULT_USER_PROMPT_FOR_ADDITIONAL_FUNCTION_FC``."""
 
 
-class BFCLMultiTurnEnv(BaseEnv):
+class BFCLMultiTurnEnv(BFCLBaseEnv):
     """One BFCL multi-turn category; see the module docstring.
 
     Args:
@@ -81,14 +78,7 @@ class BFCLMultiTurnEnv(BaseEnv):
 
     def __init__(self, category: str = "multi_turn_base",
                  split: Literal["all", "train", "test"] = "all") -> None:
-        super().__init__()
-        self.category = find_category(category, multi_turn=True)
-        bfcl_modules()  # a missing package is the caller's to fix: say so now, not at reset
-        if split not in SPLITS:
-            raise ConfigError(f"split must be one of {SPLITS}, got {split!r}")
-        self.split = split
-        self.task: BFCLTask | None = None
-        self.tools: tuple[ToolSpec, ...] = ()
+        super().__init__(category, split, multi_turn=True)
         self._executor: scoring.Executor | None = None
         self._turn = 0
         self._steps_in_turn = 0
@@ -100,13 +90,10 @@ class BFCLMultiTurnEnv(BaseEnv):
     # -- episode -------------------------------------------------------------------------
     async def _reset(self, seed: int | None, options: Mapping[str, Any]
                      ) -> tuple[list[Message], dict[str, Any]]:
-        task_id = options.get("task_id")
-        index = seed if seed is not None else int(self.np_random.integers(1 << 30))
-        self.task = get_task(self.category.name, self.split, index=index,
-                             task_id=None if task_id is None else str(task_id))
+        task = self._pick_task(seed, options)
         self._drop_executor()
-        self._executor = scoring.Executor(self.task)
-        self._functions = list(self.task.entry["function"])
+        self._executor = scoring.Executor(task)
+        self._functions = list(task.entry["function"])
         self.tools = scoring.tool_specs(self._functions)
         self._turn, self._steps_in_turn, self._turns, self._results = 0, 0, [[]], []
         self._expert_sent = False
@@ -118,9 +105,7 @@ class BFCLMultiTurnEnv(BaseEnv):
         return len(self.task.entry["question"]) if self.task is not None else 0
 
     def _info(self) -> dict[str, Any]:
-        assert self.task is not None
-        return {"task_id": self.task.id, "category": self.category.name,
-                "bfcl_version": bfcl_version(), "turn": self._turn}
+        return {**super()._info(), "turn": self._turn}
 
     def _turn_messages(self, turn: int) -> list[Message]:
         """The user messages of ``turn``, adding held-out functions first where BFCL does."""

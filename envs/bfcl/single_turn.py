@@ -25,16 +25,13 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from agentgym.env import BaseEnv
 from agentgym.envs.bfcl import scoring
+from agentgym.envs.bfcl.base import BFCLBaseEnv
 from agentgym.envs.bfcl.calls import call_problems, question_messages, read_calls
-from agentgym.envs.bfcl.data import SPLITS, BFCLTask, bfcl_modules, bfcl_version, get_task
-from agentgym.envs.bfcl.data import category as find_category
-from agentgym.errors import ConfigError
-from agentgym.types import Message, StepResult, ToolSpec
+from agentgym.types import Message, StepResult
 
 
-class BFCLSingleTurnEnv(BaseEnv):
+class BFCLSingleTurnEnv(BFCLBaseEnv):
     """One BFCL single-turn category; see the module docstring.
 
     Args:
@@ -59,30 +56,15 @@ class BFCLSingleTurnEnv(BaseEnv):
 
     def __init__(self, category: str = "simple_python",
                  split: Literal["all", "train", "test"] = "all") -> None:
-        super().__init__()
-        self.category = find_category(category, multi_turn=False)
-        bfcl_modules()  # a missing package is the caller's to fix: say so now, not at reset
-        if split not in SPLITS:
-            raise ConfigError(f"split must be one of {SPLITS}, got {split!r}")
-        self.split = split
-        self.task: BFCLTask | None = None
-        self.tools: tuple[ToolSpec, ...] = ()
+        super().__init__(category, split, multi_turn=False)
         self._answered = False
 
     async def _reset(self, seed: int | None, options: Mapping[str, Any]
                      ) -> tuple[list[Message], dict[str, Any]]:
-        task_id = options.get("task_id")
-        index = seed if seed is not None else int(self.np_random.integers(1 << 30))
-        self.task = get_task(self.category.name, self.split, index=index,
-                             task_id=None if task_id is None else str(task_id))
-        self.tools = scoring.tool_specs(self.task.entry["function"])
+        task = self._pick_task(seed, options)
+        self.tools = scoring.tool_specs(task.entry["function"])
         self._answered = False
-        return question_messages(self.task.entry["question"][0]), self._info()
-
-    def _info(self) -> dict[str, Any]:
-        assert self.task is not None
-        return {"task_id": self.task.id, "category": self.category.name,
-                "bfcl_version": bfcl_version()}
+        return question_messages(task.entry["question"][0]), self._info()
 
     def state_key(self) -> str | None:
         """The entry and whether it was answered (a single-turn task has no other state)."""
