@@ -403,9 +403,22 @@ def unflatten(flat: Flat, step_values: np.ndarray) -> Advantages:
     return {i: p.astype(np.float64, copy=True) for i, p in zip(flat.ids, parts, strict=True)}
 
 
-def outcome_advantages(groups: Sequence[Group], options: EstimatorOptions,
-                       per_trajectory: Callable[[Flat, str], np.ndarray], *, cross_steps: bool,
-                       placement: PenaltyPlacement, leave_one_out: bool) -> Advantages:
+@dataclass(frozen=True)
+class OutcomeOptions(EstimatorOptions):
+    """Options of GRPO and RLOO: the shared ones plus verl-agent's compatibility switches."""
+
+    cross_steps: bool = False
+    """verl-agent's ``compute_mean_std_cross_steps``: one statistics entry per step record
+    (long trajectories weigh more; RLOO leaves one record out); False = one entry per
+    trajectory (the papers)."""
+    penalty_placement: PenaltyPlacement = "own"
+    """``own``: λ after the statistics, on the invalid step (spec); ``before_stats``: inside
+    the step's entry R_i − λ, as verl-agent (``base.PenaltyPlacement``)."""
+
+
+def outcome_advantages(groups: Sequence[Group], options: OutcomeOptions,
+                       per_trajectory: Callable[[Flat, str], np.ndarray], *,
+                       leave_one_out: bool) -> Advantages:
     """A group-baseline estimator's advantages (GRPO, RLOO), one per step.
 
     Every step of trajectory i gets ``per_trajectory``'s A_i less its own λ
@@ -414,9 +427,9 @@ def outcome_advantages(groups: Sequence[Group], options: EstimatorOptions,
     ``leave_one_out``).
     """
     flat = flatten(groups, gamma=options.gamma, invalid_penalty=options.invalid_penalty)
-    if cross_steps or placement != "own":  # verl-agent's layout
+    if options.cross_steps or options.penalty_placement != "own":  # verl-agent's layout
         return unflatten(flat, step_entry_advantages(
-            flat, options.mode, cross_steps=cross_steps, placement=placement,
-            leave_one_out=leave_one_out))
+            flat, options.mode, cross_steps=options.cross_steps,
+            placement=options.penalty_placement, leave_one_out=leave_one_out))
     adv = per_trajectory(flat, options.mode)  # (N,)
     return unflatten(flat, broadcast(flat, adv))  # (S,) → per trajectory

@@ -36,9 +36,8 @@ import numpy as np
 
 from agentgym.trainers.advantages.base import (
     Advantages,
-    EstimatorOptions,
     Flat,
-    PenaltyPlacement,
+    OutcomeOptions,
     normalize,
     outcome_advantages,
     register_estimator,
@@ -47,15 +46,8 @@ from agentgym.types import Group
 
 
 @dataclass(frozen=True)
-class GRPOOptions(EstimatorOptions):
+class GRPOOptions(OutcomeOptions):
     """GRPO options: the shared ones plus verl-agent's compatibility switches."""
-
-    cross_steps: bool = False
-    """verl-agent's ``compute_mean_std_cross_steps``: one statistics entry per step record
-    (long trajectories weigh more); False = one per trajectory (the paper)."""
-    penalty_placement: PenaltyPlacement = "own"
-    """``own``: λ after the statistics, on the invalid step (spec); ``before_stats``: inside
-    the step's entry R_i − λ, as verl-agent (``base.PenaltyPlacement``)."""
 
 
 def grpo_trajectory_advantages(flat: Flat, mode: str) -> np.ndarray:
@@ -88,7 +80,5 @@ class GRPO:
 
     def __call__(self, groups: Sequence[Group]) -> Advantages:
         """Advantages of every scorable trajectory in ``groups``, one per step."""
-        o = self.options
-        return outcome_advantages(groups, o, grpo_trajectory_advantages,
-                                  cross_steps=o.cross_steps, placement=o.penalty_placement,
+        return outcome_advantages(groups, self.options, grpo_trajectory_advantages,
                                   leave_one_out=False)

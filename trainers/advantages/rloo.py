@@ -32,10 +32,9 @@ import numpy as np
 
 from agentgym.trainers.advantages.base import (
     Advantages,
-    EstimatorOptions,
     Flat,
     Mode,
-    PenaltyPlacement,
+    OutcomeOptions,
     normalize,
     outcome_advantages,
     register_estimator,
@@ -44,17 +43,11 @@ from agentgym.types import Group
 
 
 @dataclass(frozen=True)
-class RLOOOptions(EstimatorOptions):
+class RLOOOptions(OutcomeOptions):
     """RLOO takes the shared options; its ``mode`` defaults to ``mean_norm`` (the paper)."""
 
     mode: Mode = "mean_norm"
     """``mean_norm``: R_i − mean of the others (the paper); ``mean_std_norm``: also / std."""
-    cross_steps: bool = False
-    """verl-agent's ``compute_mean_std_cross_steps``: leave one step record out of the step
-    records of the group (long trajectories weigh more); False = one entry per trajectory."""
-    penalty_placement: PenaltyPlacement = "own"
-    """``own``: λ after the statistics, on the invalid step (spec); ``before_stats``: inside
-    the step's entry R_i − λ, as verl-agent (``base.PenaltyPlacement``)."""
 
 
 def rloo_trajectory_advantages(flat: Flat, mode: str) -> np.ndarray:
@@ -91,7 +84,5 @@ class RLOO:
 
     def __call__(self, groups: Sequence[Group]) -> Advantages:
         """Advantages of every scorable trajectory in ``groups``, one per step."""
-        o = self.options
-        return outcome_advantages(groups, o, rloo_trajectory_advantages,
-                                  cross_steps=o.cross_steps, placement=o.penalty_placement,
+        return outcome_advantages(groups, self.options, rloo_trajectory_advantages,
                                   leave_one_out=True)
