@@ -35,12 +35,14 @@ class JVMTextEnv(BaseEnv):
         benchmark: The benchmark's name, for engine faults and errors (``"ScienceWorld"``).
         pool: The process-wide pool running the benchmark's jar.
         make_engine: A fresh simulator, with the package's API, in a leased JVM.
+        valid_actions_in_info: Put the engine's valid action list in every info.
     """
 
     def __init__(self, benchmark: str, pool: Callable[[], JVMPool],
-                 make_engine: Callable[[Lease], Any]) -> None:
+                 make_engine: Callable[[Lease], Any], valid_actions_in_info: bool) -> None:
         super().__init__()
         self.benchmark = benchmark
+        self.valid_actions_in_info = valid_actions_in_info
         self._pool = pool
         self._make_engine = make_engine
         self._lease: Lease | None = None
@@ -83,6 +85,12 @@ class JVMTextEnv(BaseEnv):
         return StepResult((Message("user", observation.strip()),), float(reward),
                           terminated=self._terminated(bool(completed)), truncated=False,
                           info=self._step_info(valid=self._valid(observation)))
+
+    def _opening(self, text: str, info: dict[str, Any]) -> tuple[list[Message], dict[str, Any]]:
+        """What reset returns: the first observation, and ``info`` (with the valid actions)."""
+        if self.valid_actions_in_info:
+            info["valid_actions"] = self._step_info(valid=True)["valid_actions"]
+        return [Message("user", text)], info
 
     async def expert_action(self) -> Message:
         """The next command of the benchmark's gold action sequence for this episode.

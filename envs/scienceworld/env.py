@@ -79,14 +79,13 @@ class ScienceWorldEnv(JVMTextEnv):
 
     def __init__(self, task: str | None = None, split: Split = "train",
                  simplifications: str = "", valid_actions_in_info: bool = True) -> None:
-        super().__init__("ScienceWorld", sw.pool, sw.make_engine)
+        super().__init__("ScienceWorld", sw.pool, sw.make_engine, valid_actions_in_info)
         self.task = None if task is None else resolve_task(task)
         if split not in SPLITS:
             raise ConfigError(f"split must be one of {list(SPLITS)}, got {split!r}"
                               f"{did_you_mean(str(split), SPLITS)}")
         self.split = split
         self.simplifications = simplifications
-        self.valid_actions_in_info = valid_actions_in_info
         self._episode: tuple[str, int] | None = None
 
     # -- episode ---------------------------------------------------------------------
@@ -114,9 +113,7 @@ class ScienceWorldEnv(JVMTextEnv):
                 f"{self._observation.strip()}")
         info = {"task_id": f"scienceworld-{task}-{self.split}-{variation}", "task": task,
                 "variation": variation, "split": self.split, "benchmark": sw.version()}
-        if self.valid_actions_in_info:
-            info["valid_actions"] = self._step_info(valid=True)["valid_actions"]
-        return [Message("user", text)], info
+        return self._opening(text, info)
 
     def state_key(self) -> str | None:
         """Room name + digest of the room's description and the inventory (None before reset)."""

@@ -74,7 +74,7 @@ class TextWorldExpressEnv(JVMTextEnv):
 
     def __init__(self, game: str = "coin", game_params: str | Mapping[str, Any] = "",
                  split: Split = "train", valid_actions_in_info: bool = True) -> None:
-        super().__init__("TextWorldExpress", twx.pool, twx.make_engine)
+        super().__init__("TextWorldExpress", twx.pool, twx.make_engine, valid_actions_in_info)
         names = twx.game_names()
         if game not in names:
             raise ConfigError(f"unknown TextWorldExpress game {game!r}; expected one of "
@@ -85,7 +85,6 @@ class TextWorldExpressEnv(JVMTextEnv):
         self.game = game
         self.game_params = _params_text(game_params)
         self.split = split
-        self.valid_actions_in_info = valid_actions_in_info
         self._game_seed: int | None = None
 
     # -- episode ---------------------------------------------------------------------
@@ -107,9 +106,7 @@ class TextWorldExpressEnv(JVMTextEnv):
         info = {"task_id": f"twx-{self.game}{params}-{self.split}-{self._game_seed}",
                 "game": self.game, "game_seed": self._game_seed, "split": self.split,
                 "generation": properties, "benchmark": twx.version()}
-        if self.valid_actions_in_info:
-            info["valid_actions"] = self._step_info(valid=True)["valid_actions"]
-        return [Message("user", text)], info
+        return self._opening(text, info)
 
     def state_key(self) -> str | None:
         """Digest of the room description and inventory (the instruction in SimonSays)."""
