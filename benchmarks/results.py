@@ -90,7 +90,9 @@ def machine_line(start_load: float | None = None) -> str:
     other = one if start_load is None else start_load
     speed = (f"float32 matmul peak {peak / 1e9:.1f} GFLOP/s (torch, measured when this "
              "section was written)" if peak else "matmul peak not measured (no torch)")
-    return (f"Measured on: {cpu_model()}, {cores} cores; {speed}; load average {one:.1f} / "
-            f"{five:.1f} / {fifteen:.1f} when written (from `uptime`)"
-            + ("; other work shared the machine, so times are pessimistic."
-               if other >= 0.5 * cores else "."))
+    line = (f"Measured on: {cpu_model()}, {cores} cores; {speed}; load average {one:.1f} / "
+            f"{five:.1f} / {fifteen:.1f} when written (from `uptime`")
+    if start_load is None:  # the load now includes the measured job's own processes
+        return line + ", the measured job's own work included)."
+    return line + ")" + ("; other work shared the machine, so times are pessimistic."
+                         if other >= 0.5 * cores else ".")
