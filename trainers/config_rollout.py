@@ -1,0 +1,173 @@
+"""Config sections of what the policy plays: the env (or a weighted mix), the model, collection.
+
+Parts of :class:`agentgym.trainers.config.TrainConfig` (``env``, ``envs``, ``model``,
+``rollout``); import them from ``agentgym.trainers.config``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from agentgym.context import SummarizeConfig
+from agentgym.engines.april import AprilConfig
+from agentgym.errors import ConfigError
+from agentgym.trainers.horizon import HorizonSchedule
+
+
+@dataclass(frozen=True)
+class EnvConfig:
+    """Which env to train on, and which tasks."""
+
+    id: str = "agentgym/Arithmetic-v0"
+    """Registered env id."""
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments for ``agentgym.make``."""
+    max_turns: int | None = None
+    """Override of the env's turn limit (None keeps the registered one)."""
+    first_seed: int = 0
+    """Training tasks are seeds first_seed, first_seed + 1, ... in order."""
+    eval_seeds: int = 0
+    """Held-out tasks evaluated before training and every ``eval_every`` steps (0 = none)."""
+    eval_first_seed: int = 1_000_000
+    """First held-out seed (kept far from the training seeds)."""
+    eval_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Merged over ``kwargs`` for the held-out evaluation (e.g. ``{split: test}``)."""
+
+
+@dataclass(frozen=True)
+class EnvMixEntry(EnvConfig):
+    """One env of a weighted mix (the ``envs`` list; trainers/mixture.py).
+
+    Every :class:`EnvConfig` field (id, kwargs, max_turns, seeds, held-out evaluation) plus
+    the entry's share of each step and its own context and reward settings.
+    """
+
+    name: str | None = None
+    """Label in metrics (``env/<name>/...``) and group ids; default: the env id. Two entries
+    of one env id need different names."""
+    weight: float = 1.0
+    """Share of each step's tasks: weight / sum of weights (largest remainder)."""
+    reward_scale: float = 1.0
+    """Multiplies this env's outcome and step rewards before the estimator."""
+    reward_accumulation: Literal["gated", "direct"] | None = None
+    """This env's rewards rewritten by G-RA (``gated``) or D-RA (``direct``) with
+    ``reward_options`` before the estimator (then ``reward_scale``); None: as the env gives."""
+    reward_options: dict[str, Any] = field(default_factory=dict)
+    """Fields of ``trainers.rewards.SWERewardConfig`` for ``reward_accumulation``."""
+    context: Literal["full", "window"] | None = None
+    """This env's context manager (None = ``rollout.context``)."""
+    history_length: int | None = None
+    """K of this env's window context (None = ``rollout.history_length``)."""
+    max_tokens: int | None = None
+    """Most tokens per policy call in this env (None = ``rollout.max_tokens``)."""
+    max_prompt_tokens: int | None = None
+    """This env's prompt limit (None = ``rollout.max_prompt_tokens``)."""
+
+    @property
+    def label(self) -> str:
+        """The entry's name, or its env id."""
+        return self.name or self.id
+
+    def __post_init__(self) -> None:
+        where = f"envs entry {self.label!r}"
+        if not (self.weight > 0 and math.isfinite(self.weight)):
+            raise ConfigError(f"{where}: weight must be > 0, got {self.weight}")
+        if not math.isfinite(self.reward_scale):
+            raise ConfigError(f"{where}: reward_scale must be a finite number, got "
+                              f"{self.reward_scale}")
+        for name in ("history_length", "max_tokens", "max_prompt_tokens"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ConfigError(f"{where}: {name} must be >= 1 or null, got {value}")
+        if self.name is not None and (not self.name or "|" in self.name or ":" in self.name):
+            raise ConfigError(f"{where}: name must be non-empty without '|' or ':', got "
+                              f"{self.name!r}")
+
+
+@dataclass(frozen=True)
+class LoraConfig:
+    """Low-rank adapters via peft (only the adapters train)."""
+
+    enabled: bool = False
+    """Train LoRA adapters instead of every weight."""
+    r: int = 16
+    """Adapter rank."""
+    alpha: int = 32
+    """Adapter scaling numerator (scale = alpha / r)."""
+    dropout: float = 0.0
+    """Dropout on the adapter input."""
+    target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
+    """Module names that get adapters."""
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """The policy model."""
+
+    path: str = "smollm2"
+    """``smollm2`` (the embedded model) or a local Hugging Face model folder."""
+    device: str = "cpu"
+    """Torch device for training and generation."""
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    """Weights dtype."""
+    lora: LoraConfig = field(default_factory=LoraConfig)
+    """Low-rank adapters."""
+    max_batch_size: int = 64
+    """Most generation requests decoded together."""
+
+
+@dataclass(frozen=True)
+class CollectionConfig:
+    """How trajectories are collected each step (the ``rollout`` section).
+
+    Not :class:`agentgym.rollout.RolloutConfig`, the rollout engine's own settings, which the
+    trainer builds from this section.
+    """
+
+    tasks_per_step: int = 4
+    """Tasks (groups) per training step."""
+    group_size: int = 4
+    """Rollouts per task."""
+    concurrency: int = 64
+    """Episodes in flight."""
+    temperature: float = 1.0
+    """Sampling temperature (the loss uses the same one)."""
+    top_p: float = 1.0
+    """Nucleus sampling mass (keep 1.0: recorded log-probs ignore it)."""
+    max_tokens: int = 64
+    """Most tokens per policy call."""
+    context: Literal["full", "window", "summarize"] = "full"
+    """Context manager (``summarize`` = SUPO, set up by ``summarize`` below)."""
+    history_length: int = 2
+    """K for the window context (HGPO reads it too)."""
+    max_prompt_tokens: int = 4096
+    """Longer prompts end the episode as truncated."""
+    step_timeout: float = 300.0
+    """Seconds per policy call or env step before the episode is an error."""
+    tool_format: str | None = "auto"
+    """The model's tool-call syntax (``hermes``, ``qwen3_coder``, ``mistral``, ``deepseek``,
+    ``harmony``, ``llama3_json``, ``pythonic``, ``json``, ...): its calls are parsed in the
+    rollout and reach the env as structured calls. ``auto`` reads it from the chat template;
+    null leaves every reply to the env's parser (which reads all of them by their markers)."""
+    max_steps: int = 100
+    """The rollout engine's cap on env steps per episode (summary turns not counted),
+    for envs without a turn limit of their own; an episode that reaches it ends as
+    ``truncated``, which SUPO's overlong masking counts (trainers/supo.py ``is_overlong``)."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.max_steps, int) or self.max_steps < 1:
+            raise ConfigError(f"rollout.max_steps must be an int >= 1 (the engine's cap on "
+                              f"steps per episode), got {self.max_steps!r}; the default is 100")
+
+    summarize: SummarizeConfig = field(default_factory=SummarizeConfig)
+    """SUPO's working window W, max summaries S (and S at evaluation), max policy calls H and
+    the summary prompts (read when context is ``summarize``; docs/supo.md)."""
+    horizon_schedule: HorizonSchedule = field(default_factory=HorizonSchedule)
+    """ScalingInter-RL: the training rollouts' turn cap by step (trainers/horizon.py); the
+    held-out evaluation keeps the env's own limit."""
+    april: AprilConfig = field(default_factory=AprilConfig)
+    """Active partial rollouts: over-provision groups, end a step's collection once
+    ``tasks_per_step`` groups finished, carry unfinished episodes into the next step
+    (agentgym/engines/april.py; docs/scale-out.md)."""

@@ -1,0 +1,163 @@
+"""Config sections of the update: credit assignment, the critic, the loss, the optimizer, SPA.
+
+Parts of :class:`agentgym.trainers.config.TrainConfig` (``algorithm``, ``loss``, ``optim``,
+``progress``); import them from ``agentgym.trainers.config``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from agentgym.errors import ConfigError
+from agentgym.trainers.supo import SUPOOptions
+
+
+@dataclass(frozen=True)
+class ValueConfig:
+    """The value head that GAE needs (``algorithm.value``; trainers/critic.py).
+
+    Built only when the estimator reads values: ``estimator: gae``, or
+    ``estimator: spa`` with ``options.advantage: gae``.
+    """
+
+    lr: float = 1e-5
+    """AdamW learning rate of the critic (its own optimizer, not the policy's)."""
+    epochs: int = 1
+    """Optimizer steps on each training step's value targets."""
+    clip: float = 0.2
+    """ε_V of the clipped value loss (TRL's default; verl's ``critic.cliprange_value`` is 0.5)."""
+    max_tokens_per_micro_batch: int = 8192
+    """Padded tokens per critic forward pass."""
+
+    def __post_init__(self) -> None:
+        if not (self.lr > 0 and self.epochs >= 1 and self.clip > 0
+                and self.max_tokens_per_micro_batch >= 1):
+            raise ConfigError(f"algorithm.value needs lr > 0, epochs >= 1, clip > 0 and "
+                              f"max_tokens_per_micro_batch >= 1, got {self}")
+
+
+@dataclass(frozen=True)
+class AlgorithmConfig:
+    """Credit assignment."""
+
+    estimator: str = "grpo"
+    """Advantage estimator name (``agentgym advantages --help`` lists them)."""
+    options: dict[str, Any] = field(default_factory=dict)
+    """Estimator options (gamma, invalid_penalty, mode, ...)."""
+    drop_zero_variance_groups: bool = False
+    """Skip groups whose rollouts all scored the same (dynamic sampling); kept by default
+    because invalid-action penalties still give their steps a signal."""
+    max_error_rate: float = 0.5
+    """Stop when more than this share of a step's trajectories errored."""
+    reward_accumulation: Literal["none", "gated", "direct"] = "none"
+    """Rewrite rewards before the estimator: gated = G-RA, direct = D-RA (spec §6)."""
+    reward_options: dict[str, Any] = field(default_factory=dict)
+    """Fields of ``trainers.rewards.SWERewardConfig`` (the SWE preset's components)."""
+    supo: SUPOOptions = field(default_factory=SUPOOptions)
+    """SUPO training: overlong masking, step-level estimators (rollout.context=summarize)."""
+    value: ValueConfig = field(default_factory=ValueConfig)
+    """The critic of GAE advantages (read only when the estimator uses values)."""
+
+
+@dataclass(frozen=True)
+class LossConfig:
+    """The policy loss (spec §8; PPO-clip, GSPO or CISPO, with three aggregations)."""
+
+    clip_low: float = 0.2
+    """ε_low."""
+    clip_high: float = 0.2
+    """ε_high (0.28 for clip-higher)."""
+    policy_loss: Literal["ppo", "gspo", "cispo"] = "ppo"
+    """Policy term: PPO-clip on token ratios, GSPO's sequence-level ratio, or CISPO's clipped
+    and detached importance weight (trainers/loss.py has the equations)."""
+    aggregation: Literal["token_mean", "seq_mean", "seq_sum"] = "token_mean"
+    """How token losses are averaged: over the step's tokens, per sequence then over
+    sequences, or summed per sequence over a constant length (``seq_sum``, Dr. GRPO; pair it
+    with ``algorithm.options.mode=mean_norm``)."""
+    max_completion_tokens: int | None = None
+    """``seq_sum``'s constant length L_max (None = ``rollout.max_tokens``, or the largest
+    ``max_tokens`` of an envs mix)."""
+    kl_coef: float = 0.0
+    """Coefficient of the k3 KL to the initial (reference) policy; 0 disables it."""
+    entropy_coef: float = 0.0
+    """Entropy bonus coefficient."""
+    recompute_logprobs: bool = False
+    """Recompute π_old with a forward pass instead of using the sampling-time log-probs."""
+
+    def __post_init__(self) -> None:
+        if self.max_completion_tokens is not None and self.max_completion_tokens < 1:
+            raise ConfigError(f"loss.max_completion_tokens must be >= 1 or null, got "
+                              f"{self.max_completion_tokens}; null uses rollout.max_tokens")
+
+
+@dataclass(frozen=True)
+class OptimConfig:
+    """Optimizer and update schedule."""
+
+    lr: float = 1e-5
+    """AdamW learning rate."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    grad_clip: float = 1.0
+    """Max global grad norm (0 disables clipping)."""
+    epochs: int = 1
+    """Passes over each step's samples."""
+    mini_batches: int = 1
+    """Optimizer steps per epoch (the samples are split into this many parts)."""
+    max_tokens_per_micro_batch: int = 4096
+    """Padded tokens per forward pass (gradient accumulation does the rest); packed tokens
+    when ``pack_prefixes`` is on."""
+    pack_prefixes: bool = True
+    """Compute every shared token prefix once in the update: a micro-batch's samples run as
+    one prefix tree (a group's completions after one copy of its prompt, a full-history
+    episode's turns inside its last turn's sequence), each token attending to its own
+    prefix only. Same log-probs and gradients as unpacked (tested, LoRA and two FSDP ranks
+    included), on fewer tokens and less memory (docs/benchmarks.md); needs a model taking
+    a 4D attention mask and position ids (Llama family: set it false for others). See
+    trainers/packing.py."""
+
+
+@dataclass(frozen=True)
+class ProgressConfig:
+    """SPA's progress estimator (used when ``algorithm.estimator`` is ``spa``; docs/spa.md)."""
+
+    model: str = "policy"
+    """``policy`` (a copy of its initial weights), ``smollm2``, a Hugging Face folder, or an
+    estimator folder written by ``agentgym progress train`` (then fitted further)."""
+    lr: float = 3e-6
+    """AdamW learning rate of the backbone (the paper's 3e-6)."""
+    head_lr: float = 1e-4
+    """Learning rate of the zero-initialized scalar head (an Adam step moves ĉ by about
+    head_lr·Σ_i|h_i|, ~0.07 for SmolLM2 at 1e-4; raise it for narrow models)."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    epochs: int = 1
+    """Passes over the buffer per refresh."""
+    batch_size: int = 8
+    """Trajectories per optimizer step."""
+    refresh_every: int = 1
+    """Refit every this many training steps (0 = never: a frozen, pre-fitted estimator)."""
+    buffer_groups: int = 32
+    """Rolling buffer: the most recent groups kept for fitting."""
+    explore_tasks: int = 0
+    """Exploration phase: groups rolled out with the initial policy before the first step."""
+    explore_epochs: int = 3
+    """Passes over the exploration data."""
+    explore_first_seed: int = 2_000_000
+    """First exploration seed (apart from training and held-out seeds)."""
+    grad_clip: float = 1.0
+    """Max global grad norm (0 disables clipping)."""
+    max_tokens_per_micro_batch: int = 8192
+    """Padded tokens per forward pass."""
+
+    def __post_init__(self) -> None:
+        for name in ("epochs", "batch_size", "explore_epochs", "max_tokens_per_micro_batch"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"progress.{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("refresh_every", "explore_tasks", "buffer_groups"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"progress.{name} must be >= 0, got {getattr(self, name)}")
+        if self.lr <= 0 or self.head_lr <= 0:
+            raise ConfigError(f"progress.lr and progress.head_lr must be > 0, got {self.lr} "
+                              f"and {self.head_lr}; the paper uses lr=3e-6")
