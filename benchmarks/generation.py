@@ -18,7 +18,7 @@ import os
 import platform
 import time
 
-from results import write_section
+from results import cpu_model, write_section
 
 import agentgym
 from agentgym.policies.base import Completion, GenerationRequest, SamplingParams
@@ -45,17 +45,6 @@ async def measure(policy: TransformersPolicy, requests: list[GenerationRequest]
     start = time.perf_counter()
     results = await asyncio.gather(*(policy.generate([r]) for r in requests))
     return time.perf_counter() - start, [c for [c] in results]
-
-
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 async def main(args: argparse.Namespace) -> None:
@@ -98,7 +87,7 @@ async def main(args: argparse.Namespace) -> None:
 SmolLM2-135M-Instruct (float32) on Sokoban prompts ({prompt_tokens:.0f} prompt tokens on
 average: instructions, board and four tools), `temperature=1.0`, `max_tokens={args.max_tokens}`,
 a seed per request. Each request is its own concurrent `generate` call, as in a rollout.
-Machine: {os.cpu_count()} cores ({cpu_name()}), {torch.get_num_threads()} torch threads,
+Machine: {os.cpu_count()} cores ({cpu_model()}), {torch.get_num_threads()} torch threads,
 torch {torch.__version__}, Python {platform.python_version()}; 1-minute load average
 {load_before:.1f} before and {load_after:.1f} after the run.
 Command: `python benchmarks/generation.py --requests {args.requests} --max-tokens \

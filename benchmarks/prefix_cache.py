@@ -20,8 +20,7 @@ import os
 import platform
 import time
 
-from generation import cpu_name
-from results import write_section
+from results import cpu_model, write_section
 
 import agentgym
 from agentgym.context import ContextConfig
@@ -81,7 +80,7 @@ SmolLM2-135M-Instruct (float32) plays {args.episodes} Sokoban boards at once for
 {args.turns} turns with the `full` context (every prompt is the whole history), greedy,
 `max_tokens={args.max_tokens}`. Both settings run in one process on the same weights; greedy
 outputs identical: **{same}**.
-Machine: {os.cpu_count()} cores ({cpu_name()}), torch threads: {threads} (chosen by
+Machine: {os.cpu_count()} cores ({cpu_model()}), torch threads: {threads} (chosen by
 `machine_threads()`), torch {torch.__version__}, Python {platform.python_version()};
 1-minute load average {load_before:.1f} before and {load_after:.1f} after the run
 (`uptime`).{note}

@@ -34,35 +34,12 @@ import time
 
 import numpy as np
 import torch
-from results import write_section
+from results import cpu_model, matmul_peak, write_section
 
 SYSTEM, TASK, COMPLETION = 518, 60, 96
 TURNS, ACTION, OBSERVATION = 5, 40, 60
 UNSHARED, UNSHARED_PROMPT, UNSHARED_COMPLETION = 16, 200, 56
 TITLE = "Update: shared-prefix packing and memory (cpu)"
-
-
-def cpu_model() -> str:
-    """The CPU's model name (from /proc/cpuinfo, else the platform)."""
-    try:
-        for line in open("/proc/cpuinfo", encoding="utf-8"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def matmul_peak(n: int = 1024, seconds: float = 3.0) -> float:
-    """Best float32 matmul FLOP/s of ``n × n`` products over about ``seconds``."""
-    a, b = torch.randn(n, n), torch.randn(n, n)
-    torch.mm(a, b)
-    best, end = 0.0, time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        start = time.perf_counter()
-        torch.mm(a, b)
-        best = max(best, 2 * n ** 3 / (time.perf_counter() - start))
-    return best
 
 
 def samples(case: str, vocab: int) -> list:
@@ -179,7 +156,7 @@ def main() -> None:
     if args.one:  # a child: one update, figures as JSON on the last line
         print(json.dumps(run_one(args.one[0], args.one[1] == "on")))
         return
-    peak = matmul_peak()
+    peak = matmul_peak(seconds=3.0)
     cpu, cores = cpu_model(), os.cpu_count()
     print(f"{cpu}, {cores} cores, torch {torch.__version__}; "
           f"float32 matmul peak {peak / 1e9:.1f} GFLOP/s")
