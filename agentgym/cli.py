@@ -7,6 +7,7 @@ import contextlib
 import os
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -317,6 +318,27 @@ def advantages(
                           "terminated or truncated with a reward")
 
 
+def _run_showing_held_out(run_dir: str | Path, job: Callable[[Any], Path]) -> Path:
+    """Run a training job under a progress display; each held-out score shows when logged.
+
+    Ctrl-C ends the command at once, saying the run's checkpoints resume with --resume.
+    """
+    from agentgym.phases import JsonlTail, Phases, exit_interrupted
+
+    try:
+        with Phases(err) as progress:  # a bar on a terminal, log lines otherwise
+            def note(row: dict[str, Any]) -> None:
+                line = held_out_line(row)
+                if line is not None:
+                    progress.note(line)
+
+            # Each held-out evaluation is shown when the run logs it (before training, too).
+            with JsonlTail(Path(run_dir) / "metrics.jsonl", note):
+                return job(progress)
+    except KeyboardInterrupt:
+        exit_interrupted(err, f"the checkpoints so far are in {run_dir}; --resume goes on")
+
+
 @app.command()
 def train(
     config: Annotated[Path | None, typer.Argument(
@@ -327,7 +349,6 @@ def train(
                       ] = False,
 ) -> None:
     """Train a policy with group-based RL; metrics, checkpoints and config go to run_dir."""
-    from agentgym.phases import JsonlTail, Phases, exit_interrupted
     from agentgym.trainers.config import load_config
 
     cfg = load_config(config, overrides or [])
@@ -339,18 +360,8 @@ def train(
             "the copy, or set run_dir to a new folder")
     from agentgym.trainers.loop import train as run_training  # imports torch
 
-    try:
-        with Phases(err) as progress:  # a bar on a terminal, log lines otherwise
-            def note(row: dict[str, Any]) -> None:
-                line = held_out_line(row)
-                if line is not None:
-                    progress.note(line)
-
-            # Each held-out evaluation is shown when the run logs it (before training, too).
-            with JsonlTail(Path(cfg.run_dir) / "metrics.jsonl", note):
-                run_dir = run_training(cfg, resume=resume, progress=progress)
-    except KeyboardInterrupt:
-        exit_interrupted(err, f"the checkpoints so far are in {cfg.run_dir}; --resume goes on")
+    run_dir = _run_showing_held_out(
+        cfg.run_dir, lambda progress: run_training(cfg, resume=resume, progress=progress))
     _train_summary(run_dir)
 
 
@@ -368,23 +379,13 @@ def sft(
     The run's checkpoints load into train as model.path; run_dir/model is the fine-tuned
     model as a Hugging Face folder (for hf:PATH policies and agentgym eval).
     """
-    from agentgym.phases import JsonlTail, Phases, exit_interrupted
     from agentgym.trainers.sft_config import load_sft_config
 
     cfg = load_sft_config(config, overrides or [])  # mistakes fail here, before torch loads
     from agentgym.trainers.sft import sft as run_sft  # imports torch
 
-    try:
-        with Phases(err) as progress:
-            def note(row: dict[str, Any]) -> None:
-                line = held_out_line(row)
-                if line is not None:
-                    progress.note(line)
-
-            with JsonlTail(Path(cfg.run_dir) / "metrics.jsonl", note):
-                run_dir = run_sft(cfg, resume=resume, progress=progress)
-    except KeyboardInterrupt:
-        exit_interrupted(err, f"the checkpoints so far are in {cfg.run_dir}; --resume goes on")
+    run_dir = _run_showing_held_out(
+        cfg.run_dir, lambda progress: run_sft(cfg, resume=resume, progress=progress))
     console.print(f"fine-tuned model: {run_dir / 'checkpoints'} (train: model.path="
                   f"{run_dir / 'model'})", soft_wrap=True)
 
