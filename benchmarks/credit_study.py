@@ -5,7 +5,7 @@
     python benchmarks/credit_study.py --report        # only rewrite docs/learning.md
     python benchmarks/credit_study.py --scale         # GPU: bigger groups, vLLM-free budget x4
 
-Units, per env (Sokoban, TextArena FrozenLake), in order:
+Units, per env (Sokoban, TextArena FrozenLake; then SWE for G-RA), in order:
 
 1. ``demos``: expert episodes on training seeds (``agentgym rollout ENV --policy expert``);
 2. ``sft``: ``agentgym sft`` of SmolLM2 on them; its evaluation uses *tuning* seeds
@@ -17,6 +17,10 @@ Units, per env (Sokoban, TextArena FrozenLake), in order:
    before, every ``eval_every`` steps and after. RL runs wait until the SFT model's greedy
    tuning-seed success is within ``BAND`` (15-60%): below it most groups hold no reward
    difference to learn from.
+
+SWE compares reward accumulation instead of estimators: GRPO with G-RA (``gated``) against
+``direct``, SFT-warm from the oracle episodes, with the training rollouts' completion,
+modification and resolve rates per step; it needs Docker and does not wait on the band.
 
 Every unit runs as a subprocess of the CLI and is cached on disk under ``--cache``
 (default ``runs/credit_study``, outside git), keyed by env, estimator, seed and budget: a
@@ -48,10 +52,11 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 ESTIMATORS = ("grpo", "gigpo", "hgpo", "salt")
 SEEDS = (0, 1, 2)
-DEFAULT_ENVS = "sokoban,frozenlake"
+DEFAULT_ENVS = "sokoban,frozenlake,swe"
 TUNING_FIRST_SEED = 500_000
 BAND = (0.15, 0.60)  # greedy tuning-seed success of the SFT model that RL starts from
 HELD_OUT_FIRST_SEED = 1_000_000
+SWE_RATES = ("completion_rate", "modification_rate", "resolve_rate")  # per training step
 
 
 @dataclass(frozen=True)
@@ -79,18 +84,30 @@ class Setup:
     model: str = "smollm2"
     device: str = "cpu"
     dtype: str = "float32"
+    # the SWE comparison: G-RA against direct accumulation under one estimator
+    accumulations: tuple[str, ...] = ("none",)
+    band: tuple[float, float] | None = BAND  # None: RL does not wait on the SFT success
+    eval_kwargs: dict[str, Any] | None = None  # merged over kwargs for every evaluation
+    rollout_options: dict[str, Any] | None = None  # more rollout fields (SFT and RL)
+    optim_options: dict[str, Any] | None = None  # more RL optimizer fields
+
+    def _extra(self) -> dict[str, Any]:
+        # only fields that are set, so the cache keys of setups without them never change
+        return {k: getattr(self, k) for k in ("eval_kwargs", "rollout_options",
+                                              "optim_options") if getattr(self, k)}
 
     def budget(self) -> dict[str, Any]:
         """What makes two RL runs comparable (part of every RL cache key)."""
-        return {k: getattr(self, k) for k in ("steps", "tasks_per_step", "group_size",
-                                              "history_length", "max_turns", "max_tokens",
-                                              "eval_seeds", "eval_every", "lr")}
+        return {**{k: getattr(self, k) for k in ("steps", "tasks_per_step", "group_size",
+                                                 "history_length", "max_turns", "max_tokens",
+                                                 "eval_seeds", "eval_every", "lr")},
+                **self._extra()}
 
     def sft_key(self) -> str:
         fields = {k: getattr(self, k) for k in ("model", "env_id", "kwargs", "max_turns",
                                                 "expert_episodes", "sft_epochs", "sft_lr",
                                                 "sft_batch", "history_length", "max_tokens")}
-        return "sft-" + _hash(fields)
+        return "sft-" + _hash({**fields, **self._extra()})
 
 
 SETUPS = {
@@ -98,6 +115,16 @@ SETUPS = {
                      max_turns=8, max_tokens=24, expert_episodes=100),
     "frozenlake": Setup("frozenlake", "textarena/FrozenLake-v0", {}, max_turns=10,
                         max_tokens=8, expert_episodes=100),
+    # G-RA against direct accumulation: oracle episodes (``git apply`` the fix, ``submit``) on
+    # the 18 training repositories, held-out resolve on the 6 test ones (every test task)
+    "swe": Setup("swe", "agentgym/SWE-v0",
+                 {"split": "train", "sandbox": "docker", "command_timeout": 20,
+                  "test_timeout": 120}, max_turns=6, max_tokens=128, expert_episodes=18,
+                 sft_epochs=3, sft_batch=4, steps=4, history_length=3, eval_seeds=6,
+                 estimators=("grpo",), accumulations=("direct", "gated"), band=None,
+                 eval_kwargs={"split": "test"},
+                 rollout_options={"max_prompt_tokens": 3072, "step_timeout": 900},
+                 optim_options={"mini_batches": 2, "max_tokens_per_micro_batch": 8192}),
 }
 
 
@@ -155,6 +182,12 @@ class Unit:
     folder: Path
     estimator: str = ""
     seed: int = 0
+    accumulation: str = "none"  # algorithm.reward_accumulation of an RL run
+
+    @property
+    def variant(self) -> str:
+        return self.estimator if self.accumulation == "none" else (
+            f"{self.estimator} {self.accumulation}")
 
     @property
     def done(self) -> bool:
@@ -166,11 +199,14 @@ def units(setup: Setup, cache: Path) -> Iterator[Unit]:
     sft = base / setup.sft_key()
     yield Unit(setup, "demos", base / f"demos-{setup.expert_episodes}")
     yield Unit(setup, "sft", sft)
-    yield Unit(setup, "revisits", sft / "revisits")
+    if setup.accumulations == ("none",):  # HGPO's groups; G-RA's comparison has none
+        yield Unit(setup, "revisits", sft / "revisits")
     for seed in setup.seeds:  # seeds outer: every estimator gets seed 0 before any gets seed 1
         for estimator in setup.estimators:
-            yield Unit(setup, "rl", base / "rl" / f"{estimator}-seed{seed}-"
-                       f"{_hash([setup.sft_key(), setup.budget()])}", estimator, seed)
+            for acc in setup.accumulations:
+                name = estimator if acc == "none" else f"{estimator}-{acc}"
+                yield Unit(setup, "rl", base / "rl" / f"{name}-seed{seed}-"
+                           f"{_hash([setup.sft_key(), setup.budget()])}", estimator, seed, acc)
 
 
 def run_unit(unit: Unit, cache: Path, limit_s: float) -> bool:
@@ -179,9 +215,10 @@ def run_unit(unit: Unit, cache: Path, limit_s: float) -> bool:
     folder.mkdir(parents=True, exist_ok=True)
     sft_dir = cache / s.name / s.sft_key()
     demos = cache / s.name / f"demos-{s.expert_episodes}" / "expert.jsonl"
-    env = {"id": s.env_id, "kwargs": s.kwargs, "max_turns": s.max_turns}
+    env = {"id": s.env_id, "kwargs": s.kwargs, "max_turns": s.max_turns,
+           **({"eval_kwargs": s.eval_kwargs} if s.eval_kwargs else {})}
     rollout = {"context": "window", "history_length": s.history_length,
-               "max_tokens": s.max_tokens}
+               "max_tokens": s.max_tokens, **(s.rollout_options or {})}
     start = time.time()
     if unit.kind == "demos":
         kw = [f"--kw={k}={v}" for k, v in s.kwargs.items()]
@@ -215,7 +252,10 @@ def run_unit(unit: Unit, cache: Path, limit_s: float) -> bool:
                             "dtype": s.dtype},
                   "rollout": {**rollout, "tasks_per_step": s.tasks_per_step,
                               "group_size": s.group_size},
-                  "algorithm": {"estimator": unit.estimator}, "optim": {"lr": s.lr}}
+                  "algorithm": {"estimator": unit.estimator,
+                                **({"reward_accumulation": unit.accumulation}
+                                   if unit.accumulation != "none" else {})},
+                  "optim": {"lr": s.lr, **(s.optim_options or {})}}
         path = folder / "config.yaml"
         path.write_text(yaml.safe_dump(config, sort_keys=False))
         resume = ["--resume"] if (folder / "run" / "checkpoints").is_dir() else []
@@ -229,7 +269,9 @@ def run_unit(unit: Unit, cache: Path, limit_s: float) -> bool:
                                 for r in train_rows),
                   "train_seconds": sum(r.get("rollout_s", 0) + r.get("update_s", 0)
                                        for r in train_rows),
-                  "train_success": [r.get("success_rate") for r in train_rows]}
+                  "train_success": [r.get("success_rate") for r in train_rows],
+                  **{rate: [r.get(rate) for r in train_rows] for rate in SWE_RATES
+                     if any(rate in r for r in train_rows)}}
     wall = folder / "wall.json"
     spent = (json.loads(wall.read_text())["seconds"] if wall.is_file() else 0.0)
     spent += time.time() - start
@@ -287,8 +329,10 @@ def warm_enough(setup: Setup, cache: Path) -> bool:
     sft = next(u for u in units(setup, cache) if u.kind == "sft")
     if not sft.done:
         return False
+    if setup.band is None:
+        return True
     success = json.loads((sft.folder / "result.json").read_text())["tuning_success_after"]
-    return BAND[0] <= success <= BAND[1]
+    return setup.band[0] <= success <= setup.band[1]
 
 
 # ---------------------------------------------------------------------------------- report
@@ -321,45 +365,18 @@ def report(setups: list[Setup], cache: Path, command: str, out: Path) -> str:
                   "with the command above (the cache resumes them).", ""]
     for s in setups:
         all_units = list(units(s, cache))
-        lines += [f"## {s.env_id}", "",
+        title = (f"G-RA against direct accumulation: {s.env_id}" if s.band is None
+                 else s.env_id)
+        lines += [f"## {title}", "",
                   f"Env kwargs {s.kwargs}, at most {s.max_turns} turns, window context "
                   f"K={s.history_length}, {s.max_tokens} tokens per action. RL budget: "
                   f"{s.steps} steps × {s.tasks_per_step} tasks × {s.group_size} rollouts, "
-                  f"lr {s.lr}, held-out evaluation on {s.eval_seeds} seeds every "
-                  f"{s.eval_every} steps.", ""]
-        sft = next(u for u in all_units if u.kind == "sft")
-        if sft.done:
-            r = json.loads((sft.folder / "result.json").read_text())
-            lines += [f"**SFT warm start**: {s.expert_episodes} expert episodes "
-                      f"({r['samples']:.0f} steps), {s.sft_epochs} epoch(s), lr {s.sft_lr}, "
-                      f"batch {s.sft_batch}: tuning-seed success {r['tuning_success_before']:.0%}"
-                      f" → {r['tuning_success_after']:.0%} ({r['wall_seconds'] / 60:.0f} min, "
-                      f"{r['machine']}).", ""]
-            if not BAND[0] <= r["tuning_success_after"] <= BAND[1]:
-                lines += [f"That is outside the {BAND[0]:.0%}–{BAND[1]:.0%} band of greedy "
-                          "tuning-seed success this study starts RL from: with fewer "
-                          "successes, most groups carry no reward difference to learn from; "
-                          "with more, too little is left to gain. More demonstrations or "
-                          "epochs (`--set expert_episodes=N`, `--set sft_epochs=N`, new cache "
-                          "keys) move it; the RL runs below wait on it.", ""]
-        else:
-            rows = _metrics(sft.folder)
-            steps = [r for r in rows if "loss" in r]
-            if steps:
-                plan = math.ceil(rows[0]["data/samples"] / s.sft_batch) * s.sft_epochs
-                per_step = sum(r["update_s"] for r in steps) / len(steps)
-                wall = sft.folder / "wall.json"  # the load when the unit last stopped
-                where = json.loads(wall.read_text())["machine"] if wall.is_file() else machine()
-                lines += [f"**SFT warm start**: not finished yet: {steps[-1]['step']} of {plan} "
-                          f"optimizer steps done on {rows[0]['data/samples']:.0f} expert steps "
-                          f"({s.expert_episodes} episodes), loss {steps[0]['loss']:.3f} after the "
-                          f"first step, {steps[-1]['loss']:.3f} after the last, {per_step:.0f} s "
-                          f"per optimizer step ({where}); tuning-seed success of the base "
-                          f"model {rows[0]['eval/success_rate']:.0%}.", ""]
-            else:
-                lines += ["**SFT warm start**: not started yet.", ""]
-        rev = next(u for u in all_units if u.kind == "revisits")
-        if rev.done:
+                  f"lr {s.lr}, held-out evaluation on {s.eval_seeds} seeds"
+                  + (f" ({s.eval_kwargs})" if s.eval_kwargs else "")
+                  + f" every {s.eval_every} steps.", ""]
+        lines += sft_lines(s, next(u for u in all_units if u.kind == "sft"))
+        rev = next((u for u in all_units if u.kind == "revisits"), None)
+        if rev is not None and rev.done:
             r = json.loads((rev.folder / "result.json").read_text())
             shares = ", ".join(f"level {k}: {v:.0%}" for k, v in r["share_grouped"].items())
             lines += [f"**State revisits** ({r['groups']} groups of {r['group_size']} rollouts "
@@ -370,31 +387,93 @@ def report(setups: list[Setup], cache: Path, command: str, out: Path) -> str:
         rl = [u for u in all_units if u.kind == "rl"]
         done = [u for u in rl if u.done]
         if done:
-            lines += ["| estimator | runs | held-out before | held-out after (mean ± 95%) | "
-                      "tokens/run | train s/run | wall min/run |", "|---|---|---|---|---|---|---|"]
-            for est in s.estimators:
-                rs = [json.loads((u.folder / "result.json").read_text())
-                      for u in done if u.estimator == est]
-                if not rs:
-                    lines.append(f"| {est} | 0 | | | | | |")
-                    continue
-                before = interval([r["held_out_before"] for r in rs])
-                after = interval([r["held_out_after"] for r in rs])
-                lines.append(
-                    f"| {est} | {len(rs)} | {before[0]:.1%} | {after[0]:.1%} ± {after[1]:.1%} | "
-                    f"{sum(r['tokens'] for r in rs) / len(rs):,.0f} | "
-                    f"{sum(r['train_seconds'] for r in rs) / len(rs):.0f} | "
-                    f"{sum(r['wall_seconds'] for r in rs) / len(rs) / 60:.1f} |")
+            lines += rl_table(s, done)
+            if s.band is None:
+                lines += ["", *rates_table(s, done)]
             png = plot(s, done, out.parent)
             lines += ["", f"![learning curves]({png.name})", ""]
-        missing = [f"{u.estimator}/seed {u.seed}" for u in rl if not u.done]
+        missing = [f"{u.variant}/seed {u.seed}" for u in rl if not u.done]
         lines += [f"RL runs finished: {len(done)} of {len(rl)}"
                   + (f"; still to run: {', '.join(missing)}." if missing else "."), ""]
-    lines += ["## G-RA against direct accumulation on SWE", "",
-              "Not run yet: it needs an SFT-warm model on `agentgym/SWE-v0` (expert = the oracle "
-              "patches) and Docker; `reward_accumulation: gated` against `direct` with the same "
-              "budget is the comparison to add to this script.", ""]
     return "\n".join(lines)
+
+
+def sft_lines(s: Setup, sft: Unit) -> list[str]:
+    """The warm start: its result, or how far it got."""
+    where = "held-out" if s.band is None else "tuning-seed"
+    if sft.done:
+        r = json.loads((sft.folder / "result.json").read_text())
+        lines = [f"**SFT warm start**: {s.expert_episodes} expert episodes "
+                 f"({r['samples']:.0f} steps), {s.sft_epochs} epoch(s), lr {s.sft_lr}, "
+                 f"batch {s.sft_batch}: {where} success {r['tuning_success_before']:.0%}"
+                 f" → {r['tuning_success_after']:.0%} ({r['wall_seconds'] / 60:.0f} min, "
+                 f"{r['machine']}).", ""]
+        if s.band is not None and not s.band[0] <= r["tuning_success_after"] <= s.band[1]:
+            lines += [f"That is outside the {s.band[0]:.0%}–{s.band[1]:.0%} band of greedy "
+                      "tuning-seed success this study starts RL from: with fewer "
+                      "successes, most groups carry no reward difference to learn from; "
+                      "with more, too little is left to gain. More demonstrations or "
+                      "epochs (`--set expert_episodes=N`, `--set sft_epochs=N`, new cache "
+                      "keys) move it; the RL runs below wait on it.", ""]
+        return lines
+    rows = _metrics(sft.folder)
+    steps = [r for r in rows if "loss" in r]
+    if not steps:
+        return ["**SFT warm start**: not started yet.", ""]
+    plan = math.ceil(rows[0]["data/samples"] / s.sft_batch) * s.sft_epochs
+    per_step = sum(r["update_s"] for r in steps) / len(steps)
+    wall = sft.folder / "wall.json"  # the load when the unit last stopped
+    where_run = json.loads(wall.read_text())["machine"] if wall.is_file() else machine()
+    return [f"**SFT warm start**: not finished yet: {steps[-1]['step']} of {plan} optimizer "
+            f"steps done on {rows[0]['data/samples']:.0f} expert steps ({s.expert_episodes} "
+            f"episodes), loss {steps[0]['loss']:.3f} after the first step, "
+            f"{steps[-1]['loss']:.3f} after the last, {per_step:.0f} s per optimizer step "
+            f"({where_run}); {where} success of the base model "
+            f"{rows[0]['eval/success_rate']:.0%}.", ""]
+
+
+def _results(done: list[Unit], variant: str) -> list[dict[str, Any]]:
+    return [json.loads((u.folder / "result.json").read_text())
+            for u in done if u.variant == variant]
+
+
+def variants(s: Setup) -> list[str]:
+    return [e if a == "none" else f"{e} {a}" for e in s.estimators for a in s.accumulations]
+
+
+def rl_table(s: Setup, done: list[Unit]) -> list[str]:
+    """Held-out success before and after RL, per estimator (mean ± 95% over seeds)."""
+    lines = ["| run | seeds | held-out before | held-out after (mean ± 95%) | tokens/run | "
+             "train s/run | wall min/run |", "|---|---|---|---|---|---|---|"]
+    for variant in variants(s):
+        rs = _results(done, variant)
+        if not rs:
+            lines.append(f"| {variant} | 0 | | | | | |")
+            continue
+        before = interval([r["held_out_before"] for r in rs])
+        after = interval([r["held_out_after"] for r in rs])
+        lines.append(f"| {variant} | {len(rs)} | {before[0]:.1%} | {after[0]:.1%} ± "
+                     f"{after[1]:.1%} | {sum(r['tokens'] for r in rs) / len(rs):,.0f} | "
+                     f"{sum(r['train_seconds'] for r in rs) / len(rs):.0f} | "
+                     f"{sum(r['wall_seconds'] for r in rs) / len(rs) / 60:.1f} |")
+    return lines
+
+
+def rates_table(s: Setup, done: list[Unit]) -> list[str]:
+    """SWE's completion, modification and resolve rates of the training rollouts, per step."""
+    lines = ["Training rollouts, rate at each step (mean over seeds):", "",
+             "| run | seeds | " + " | ".join(r.replace("_", " ") for r in SWE_RATES) + " |",
+             "|---|---|" + "---|" * len(SWE_RATES)]
+    for variant in variants(s):
+        rs = _results(done, variant)
+        cells = []
+        for rate in SWE_RATES:
+            series = [r.get(rate) or [] for r in rs]
+            steps = min((len(x) for x in series), default=0)
+            means = [sum((x[i] or 0.0) for x in series) / len(series) for i in range(steps)]
+            cells.append(" → ".join(f"{m:.0%}" for m in means) or "–")
+        lines.append(f"| {variant} | {len(rs)} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def plot(s: Setup, done: list[Unit], folder: Path) -> Path:
@@ -404,12 +483,12 @@ def plot(s: Setup, done: list[Unit], folder: Path) -> Path:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 3.5))
-    for i, est in enumerate(s.estimators):
-        for u in (u for u in done if u.estimator == est):
+    for i, variant in enumerate(variants(s)):
+        runs = [u for u in done if u.variant == variant]
+        for u in runs:
             curve = json.loads((u.folder / "result.json").read_text())["curve"]
             ax.plot(*zip(*curve, strict=True), color=f"C{i}", alpha=0.8, marker="o",
-                    label=est if u.seed == min(x.seed for x in done if x.estimator == est)
-                    else None)
+                    label=variant if u.seed == min(x.seed for x in runs) else None)
     ax.set_xlabel("training step")
     ax.set_ylabel("held-out success")
     ax.set_title(s.env_id)
