@@ -62,11 +62,16 @@ async def _mine_in(recipe: PackageRecipe, out: Path, url: str, c: Any, rewrite_u
         c.close()
     instances = drop_recorded(recipe, instances, log)
     if rewrite_url and rewrite_model:
+        kept = 0
         for inst in instances:
             changed = changed_lines(*_sides(inst["setup_patch"]))
+            original = inst["problem_statement"]
             inst["problem_statement"] = await rewrite_issue(
-                inst["problem_statement"], base_url=rewrite_url, model=rewrite_model,
-                changed=changed)
+                original, base_url=rewrite_url, model=rewrite_model, changed=changed)
+            kept += inst["problem_statement"] != original
+        log(f"{recipe.name}=={recipe.version}: {rewrite_model} reworded {kept} of "
+            f"{len(instances)} issues (the others were empty or quoted the changed code, and "
+            "keep the written text)")
     path = out / f"{recipe.slug}.jsonl"
     write_instances(path, instances)
     reports = out / "reports"

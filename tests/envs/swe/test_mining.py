@@ -156,6 +156,39 @@ def test_issue_names_a_public_function_the_test_calls():
     assert "`pkg.m.clamp`" in text and "_helper" not in text
 
 
+@pytest.mark.parametrize("reply, used", [
+    ("`clamp(12)` returns 11 instead of 10 and tests/test_m.py::test_clamp fails.", True),
+    ("It fails because of `value = high - 1` in clamp.", False),  # quotes the changed code
+    ("   ", False),
+])
+async def test_rewrite_goes_over_http_and_never_leaks_the_change(reply, used):
+    """The rewording comes from a real OpenAI-compatible HTTP server; one that quotes the
+    changed code, or says nothing, leaves the written issue as it was."""
+    from aiohttp import web
+    from aiohttp.test_utils import TestServer
+
+    from agentgym.envs.swe.mining.issue import rewrite_issue
+
+    seen: list[dict] = []
+
+    async def chat(request: web.Request) -> web.Response:
+        seen.append(await request.json())
+        return web.json_response({"choices": [{"index": 0, "finish_reason": "stop",
+                                               "message": {"role": "assistant",
+                                                           "content": reply}}]})
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", chat)
+    text = write_issue(package="pkg", version="1.0", module="pkg.m", function="clamp",
+                       failing=["tests/test_m.py::test_clamp"], output=OUTPUT,
+                       changed=["value = high - 1"], instance_id="pkg-1.0__x")
+    async with TestServer(app, host="127.0.0.1") as server:
+        out = await rewrite_issue(text, base_url=str(server.make_url("/v1")), model="m",
+                                  changed=["value = high - 1"])
+    assert out == (reply.strip() + "\n" if used else text)
+    assert seen[0]["model"] == "m" and text in seen[0]["messages"][0]["content"]
+
+
 def test_recipe_lookup_names_the_fix():
     book = load_recipes()
     with pytest.raises(ConfigError, match="did you mean 'toolz'"):
