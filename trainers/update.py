@@ -233,9 +233,12 @@ async def ppo_update_in_thread(learner: Learner, samples: Sequence[Sample],
     task: list[Any] = []
 
     def report(count: int, total: int) -> None:  # on the event loop
-        if not task:
-            task.append(progress.add_task("update micro-batch", total=total))
-        progress.update(task[0], completed=count, total=total)
+        if not task:  # with nothing planned, "micro-batch 0/0" would read as a stall
+            task.append(progress.add_task(
+                "update micro-batch" if total else "update: every advantage is zero, nothing "
+                "to train on", total=total or None))
+        if total:
+            progress.update(task[0], completed=count, total=total)
 
     def on_micro_batch(count: int, total: int) -> None:  # in the update thread
         if progress is not None:

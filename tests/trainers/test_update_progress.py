@@ -29,3 +29,22 @@ def test_the_update_reports_each_micro_batch_as_plain_lines(tmp_path, tiny_model
     assert total >= 2
     assert f"] update micro-batch {total}/{total} done" in text, text
     assert text.index("update micro-batch 0/") < text.index(f"update micro-batch {total}/")
+
+
+
+async def test_an_update_with_nothing_to_train_on_says_so(monkeypatch):
+    """When every sample is skipped (all advantages zero), no micro-batch is planned; the
+    phase says why instead of showing a stalled "0/0"."""
+    from agentgym.trainers import update
+
+    def nothing_planned(learner, samples, config, *, step, on_micro_batch):
+        on_micro_batch(0, 0)
+        return {}
+
+    monkeypatch.setattr(update, "ppo_update", nothing_planned)
+    out = io.StringIO()
+    with Phases(Console(file=out, width=200), live=False, heartbeat=False) as phases:
+        assert await update.ppo_update_in_thread(None, [], None, step=1, progress=phases) == {}
+    text = out.getvalue()
+    assert "update: every advantage is zero, nothing to train on" in text, text
+    assert "0/0" not in text
