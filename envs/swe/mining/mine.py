@@ -141,8 +141,10 @@ async def _run(box: Sandbox, recipe: PackageRecipe, targets: list[str],
     cmd = "nice -n 10 " + recipe.test_cmd().format(
         tests=extra + " ".join(shlex.quote(t) for t in targets))
     start = time.monotonic()
+    # One hash seed: pytest prints sets in hash order, and the issue text quotes that output,
+    # so without it two mining runs can word an issue differently.
     result = await box.exec(cmd, timeout=timeout, workdir=WORKDIR,
-                            env={**recipe.env, **(env or {})})
+                            env={**recipe.env, "PYTHONHASHSEED": "0", **(env or {})})
     return (parse_pytest_summary(result.stdout), result.stdout, result.timed_out,
             time.monotonic() - start)
 
