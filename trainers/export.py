@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 from agentgym.errors import ConfigError
 from agentgym.trainers import checkpoint
-from agentgym.trainers.config import load_config
+from agentgym.trainers.config import ModelConfig, from_dict, load_config
 from agentgym.trainers.models import is_checkpoint, load_trained_model
 
 MARKER = "agentgym-export.json"
@@ -90,7 +90,8 @@ def export_run(run_dir: str | os.PathLike[str], out: str | os.PathLike[str], *,
     """Write the run's checkpoint as a model or adapter folder (module docstring).
 
     Args:
-        run_dir: The run folder of ``agentgym train`` (holds ``config.yaml`` and checkpoints).
+        run_dir: The run folder of ``agentgym train`` or ``agentgym sft`` (holds
+            ``config.yaml`` and checkpoints).
         out: The folder to create; must not exist, or be empty.
         step: The checkpoint's step (default: the newest).
         merge: For a LoRA run, merge the adapters into a full model folder.
@@ -107,26 +108,26 @@ def export_run(run_dir: str | os.PathLike[str], out: str | os.PathLike[str], *,
     run_dir, out = Path(run_dir), Path(out)
     if not (run_dir / "config.yaml").is_file():
         raise ConfigError(f"{str(run_dir)!r} is not a training run folder (no config.yaml); "
-                          "pass the run_dir that `agentgym train` wrote")
+                          "pass the run_dir that `agentgym train` or `agentgym sft` wrote")
     _check_out(run_dir, out)
-    config = load_config(run_dir / "config.yaml")
-    lora = config.model.lora.enabled
+    model_config = _run_model(run_dir / "config.yaml")
+    lora = model_config.lora.enabled
     if merge and not lora:
         raise ConfigError("--merge merges LoRA adapters, and this run trained every weight; "
                           "leave --merge out (the export is already a full model)")
     found = find_checkpoint(run_dir, step)
     meta = json.loads((found / checkpoint.MARKER).read_text())
-    base_path = base or config.model.path
+    base_path = base or model_config.path
     if lora and not merge and is_checkpoint(base_path):
         raise ConfigError(
             f"the run's base model {base_path!r} is a checkpoint of another run, which an "
             "adapter folder cannot name as its base; pass --merge for a full model, or export "
             "that run first (agentgym export) and name its folder with --base")
-    model, tokenizer, base_dir = _load_base(base_path, config.model.dtype)
+    model, tokenizer, base_dir = _load_base(base_path, model_config.dtype)
     if lora:
         from agentgym.trainers.lora import with_lora
 
-        model = with_lora(model, config.model.lora)
+        model = with_lora(model, model_config.lora)
     try:
         checkpoint.load_weights(found, model)
     except ValueError as exc:
@@ -139,6 +140,20 @@ def export_run(run_dir: str | os.PathLike[str], out: str | os.PathLike[str], *,
     result = Export(out, kind, int(meta["step"]), found, str(base_dir))
     _write(out, model, tokenizer, result, run_dir)
     return result
+
+
+def _run_model(path: Path) -> ModelConfig:
+    """The model section of an ``agentgym sft`` run (its config has ``data:``) or a train run.
+
+    Both keep checkpoints of one format, so either exports alike; only the model section is
+    read, so demonstrations moved since do not matter.
+    """
+    import yaml
+
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    if isinstance(data, dict) and "data" in data:
+        return from_dict(ModelConfig, data.get("model") or {}, "model")
+    return load_config(path).model
 
 
 def _load_base(path: str, dtype: str) -> tuple[Any, Any, Path]:

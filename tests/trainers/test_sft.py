@@ -187,3 +187,24 @@ def test_cli_sft_runs_and_mistakes_exit_2_before_torch(tmp_path, tiny_model_dir)
                               capture_output=True, text=True, timeout=120, cwd=ROOT)
         assert proc.stdout.strip().endswith("exit 2 False"), (args, proc.stdout, proc.stderr)
         assert "error:" in proc.stderr
+
+
+def test_an_sft_run_exports_like_a_train_run(tmp_path, tiny_model_dir):
+    """`agentgym export` takes an SFT run folder: its checkpoint, as a model folder that
+    transformers loads, with the SFT weights."""
+    from transformers import AutoModelForCausalLM
+
+    from agentgym.trainers.export import export_run
+
+    demos = expert_file(tmp_path / "expert.jsonl", episodes=2)
+    run = sft(sft_config(tmp_path, tiny_model_dir, demos, optim__epochs=1,
+                         env__eval_seeds=0))
+    demos.unlink()  # export reads the run's model section only
+    done = export_run(run, tmp_path / "out")
+    assert done.kind == "model" and done.step >= 1
+    exported = AutoModelForCausalLM.from_pretrained(tmp_path / "out")
+    saved = load_file(done.checkpoint / "model.safetensors")
+    params = dict(exported.named_parameters())
+    assert len(saved.keys() & params.keys()) > len(saved) // 2
+    assert all(torch.equal(params[n], v) for n, v in saved.items() if n in params)
+    assert (tmp_path / "out" / "agentgym-export.json").is_file()
