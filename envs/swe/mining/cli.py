@@ -67,11 +67,12 @@ async def _mine_in(recipe: PackageRecipe, out: Path, url: str, c: Any, rewrite_u
             changed = changed_lines(*_sides(inst["setup_patch"]))
             original = inst["problem_statement"]
             inst["problem_statement"] = await rewrite_issue(
-                original, base_url=rewrite_url, model=rewrite_model, changed=changed)
+                original, base_url=rewrite_url, model=rewrite_model, changed=changed,
+                keep=inst["FAIL_TO_PASS"][:1])
             kept += inst["problem_statement"] != original
         log(f"{recipe.name}=={recipe.version}: {rewrite_model} reworded {kept} of "
-            f"{len(instances)} issues (the others were empty or quoted the changed code, and "
-            "keep the written text)")
+            f"{len(instances)} issues (the others were empty, quoted the changed code or "
+            "lost the first failing test's id, and keep the written text)")
     path = out / f"{recipe.slug}.jsonl"
     write_instances(path, instances)
     reports = out / "reports"

@@ -148,14 +148,18 @@ def write_issue(*, package: str, version: str, module: str, function: str,
 
 
 async def rewrite_issue(text: str, *, base_url: str, model: str,
-                        changed: Sequence[str]) -> str:
-    """``text`` reworded by an OpenAI-compatible model; the original when the rewrite leaks.
+                        changed: Sequence[str], keep: Sequence[str] = ()) -> str:
+    """``text`` reworded by an OpenAI-compatible model, or the original when that leaks or drops.
+
+    A rewrite that quotes the changed code, or drops the evidence in ``keep``, is discarded.
 
     Args:
         text: The issue from :func:`write_issue`.
         base_url: API root of the server (``http://127.0.0.1:8000/v1``).
         model: Model name it serves.
         changed: Stripped lines of the changed code; a rewrite that quotes one is discarded.
+        keep: Strings the rewrite must still hold (the first failing test's id, so the agent
+            can run it); a rewrite missing one is discarded.
     """
     from agentgym.policies.base import GenerationRequest, SamplingParams
     from agentgym.policies.openai import OpenAIPolicy
@@ -169,6 +173,7 @@ async def rewrite_issue(text: str, *, base_url: str, model: str,
     async with OpenAIPolicy(base_url, model, token_ids=False) as policy:
         (completion,) = await policy.generate([request])
     rewritten = completion.text.strip()
-    if not rewritten or any(c and c in rewritten for c in changed):
+    if (not rewritten or any(c and c in rewritten for c in changed)
+            or any(k not in rewritten for k in keep)):
         return text
     return rewritten + "\n"

@@ -158,12 +158,13 @@ def test_issue_names_a_public_function_the_test_calls():
 
 @pytest.mark.parametrize("reply, used", [
     ("`clamp(12)` returns 11 instead of 10 and tests/test_m.py::test_clamp fails.", True),
-    ("It fails because of `value = high - 1` in clamp.", False),  # quotes the changed code
+    ("tests/test_m.py::test_clamp fails: `value = high - 1` in clamp.", False),  # the change
+    ("`clamp(12)` returns 11 instead of 10.", False),  # lost the failing test
     ("   ", False),
 ])
 async def test_rewrite_goes_over_http_and_never_leaks_the_change(reply, used):
     """The rewording comes from a real OpenAI-compatible HTTP server; one that quotes the
-    changed code, or says nothing, leaves the written issue as it was."""
+    changed code, drops the failing test or says nothing leaves the written issue as it was."""
     from aiohttp import web
     from aiohttp.test_utils import TestServer
 
@@ -184,7 +185,8 @@ async def test_rewrite_goes_over_http_and_never_leaks_the_change(reply, used):
                        changed=["value = high - 1"], instance_id="pkg-1.0__x")
     async with TestServer(app, host="127.0.0.1") as server:
         out = await rewrite_issue(text, base_url=str(server.make_url("/v1")), model="m",
-                                  changed=["value = high - 1"])
+                                  changed=["value = high - 1"],
+                                  keep=["tests/test_m.py::test_clamp"])
     assert out == (reply.strip() + "\n" if used else text)
     assert seen[0]["model"] == "m" and text in seen[0]["messages"][0]["content"]
 
