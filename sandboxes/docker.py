@@ -51,6 +51,7 @@ from agentgym.sandboxes.engine import (
     docker_module,
     engine_url,
     find_engine,
+    hold_private_engine,
     in_thread,
     owner_id,
     remove_container,
@@ -182,6 +183,7 @@ class DockerSandbox:
                 raise SandboxError("no Docker engine is reachable: set DOCKER_HOST, start "
                                    "dockerd, or start a private one with "
                                    "agentgym.sandboxes.engine.start_engine()")
+            hold_private_engine(url)  # a miner's lease ending must not stop it under us
             self._client = make_client(url)
         return create_container(self._client, self.config)
 

@@ -214,6 +214,10 @@ def stop_engine(root: Path | None = None) -> bool:
     return True
 
 
+_HELD: dict[Path, Any] = {}  # root -> this process's open lease file (hold_private_engine)
+_HELD_LOCK = threading.Lock()
+
+
 @contextlib.contextmanager
 def engine_lease(root: Path | None = None, *, keep: bool = False) -> Iterator[str]:
     """Use a reachable engine, starting the private one if needed, for the ``with`` block.
@@ -241,11 +245,34 @@ def engine_lease(root: Path | None = None, *, keep: bool = False) -> Iterator[st
             yield url
         finally:
             fcntl.flock(lease, fcntl.LOCK_UN)
+            with _HELD_LOCK:  # this process's own hold ends with its lease
+                held = _HELD.pop(root, None)
+            if held is not None:
+                held.close()
             if not keep:
                 with contextlib.suppress(BlockingIOError):
                     fcntl.flock(lease, fcntl.LOCK_EX | fcntl.LOCK_NB)  # nobody else holds one
                     stop_engine(root)
                     fcntl.flock(lease, fcntl.LOCK_UN)
+
+
+def hold_private_engine(url: str, root: Path | None = None) -> None:
+    """Keep the private engine at ``url`` from being stopped while this process lives.
+
+    A process that found the private engine running and uses it without an
+    :func:`engine_lease` (a sandbox) would otherwise lose it mid-run when the last lease
+    holder ends and stops it. This takes a shared lease until the process exits; the engine
+    is then stopped by the next lease that ends after it (or by this process's own
+    :func:`engine_lease`, which drops the hold as it ends). Any other ``url`` is left alone.
+    """
+    root = root or default_root()
+    if url != private_socket(root):
+        return
+    with _HELD_LOCK:  # sandboxes start in worker threads: one hold per root
+        if root not in _HELD:
+            handle = open(root / "lease.lock", "a+")  # noqa: SIM115 - held until exit
+            fcntl.flock(handle, fcntl.LOCK_SH)  # waits while a last user stops the engine
+            _HELD[root] = handle
 
 
 # -- containers, owners and cleanup ---------------------------------------------------

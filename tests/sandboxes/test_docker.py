@@ -32,6 +32,29 @@ def test_missing_sdk_names_the_extra(monkeypatch):
         docker_module()
 
 
+def test_a_process_using_the_private_engine_keeps_it_from_being_stopped(tmp_path):
+    """Another process's lease ending (it tries an exclusive lock before stopping the
+    engine) cannot stop the private engine while a process that uses it lives."""
+    import subprocess
+
+    from agentgym.sandboxes import engine
+
+    root = tmp_path / "d"
+    root.mkdir()
+    last_one_out = ("import fcntl, sys; f = open(sys.argv[1], 'a+'); "
+                    "fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)")
+    lock = str(root / "lease.lock")
+    engine.hold_private_engine("unix:///var/run/elsewhere.sock", root)  # not the private one
+    assert subprocess.run([sys.executable, "-c", last_one_out, lock]).returncode == 0
+    engine.hold_private_engine(engine.private_socket(root), root)
+    try:
+        done = subprocess.run([sys.executable, "-c", last_one_out, lock], capture_output=True)
+        assert done.returncode != 0 and b"BlockingIOError" in done.stderr
+    finally:
+        engine._HELD.pop(root).close()
+    assert subprocess.run([sys.executable, "-c", last_one_out, lock]).returncode == 0
+
+
 def test_ping_false_without_engine(tmp_path):
     from agentgym.sandboxes.engine import ping
 
