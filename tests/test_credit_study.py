@@ -1,0 +1,63 @@
+"""benchmarks/credit_study.py's bookkeeping: stable cache keys, the units it plans, its page."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def study():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        spec = importlib.util.spec_from_file_location("credit_study",
+                                                      ROOT / "benchmarks" / "credit_study.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["credit_study"] = module  # dataclasses look their module up
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        sys.modules.pop("credit_study", None)
+        sys.path.remove(str(ROOT / "benchmarks"))
+
+
+def test_cache_keys_do_not_move(study):
+    """A finished unit is found again only while its key stays the same: new Setup fields
+    must not change the keys of setups that do not set them."""
+    assert study.SETUPS["sokoban"].sft_key() == "sft-9bbc6798"
+
+
+def test_units_per_env(study, tmp_path):
+    sokoban = [u for u in study.units(study.SETUPS["sokoban"], tmp_path)]
+    assert [u.kind for u in sokoban[:3]] == ["demos", "sft", "revisits"]
+    rl = [u for u in sokoban if u.kind == "rl"]
+    assert len(rl) == 12 and {u.variant for u in rl} == {"grpo", "gigpo", "hgpo", "salt"}
+    swe = list(study.units(study.SETUPS["swe"], tmp_path))
+    assert "revisits" not in [u.kind for u in swe]
+    rl = [u for u in swe if u.kind == "rl"]
+    assert sorted({u.variant for u in rl}) == ["grpo direct", "grpo gated"] and len(rl) == 6
+    assert len({u.folder for u in rl}) == 6
+
+
+def test_swe_does_not_wait_on_the_band_but_the_others_do(study, tmp_path):
+    for name, success, warm in (("swe", 0.0, True), ("frozenlake", 0.0, False),
+                                ("frozenlake", 0.3, True)):
+        setup = study.SETUPS[name]
+        sft = next(u for u in study.units(setup, tmp_path) if u.kind == "sft")
+        sft.folder.mkdir(parents=True, exist_ok=True)
+        (sft.folder / "result.json").write_text(json.dumps({"tuning_success_after": success}))
+        assert study.warm_enough(setup, tmp_path) is warm, (name, success)
+
+
+def test_page_with_nothing_finished_says_so(study, tmp_path):
+    setups = [study.SETUPS[n] for n in study.DEFAULT_ENVS.split(",")]
+    page = study.report(setups, tmp_path, "python benchmarks/credit_study.py", tmp_path / "x.md")
+    assert "**Result so far: none.**" in page
+    assert "## G-RA against direct accumulation: agentgym/SWE-v0" in page
+    assert "still to run: grpo direct/seed 0, grpo gated/seed 0" in page
