@@ -6,7 +6,9 @@ prefix common to the batch once, and whatever the :class:`~agentgym.policies.kv_
 PrefixStore` already holds not at all), then samples token by token, each row with its own
 temperature, top_p, max_tokens, stop strings and seed. A finished row leaves the batch and
 the cache at once, and its keys and values go to the prefix store for later calls; a row
-whose caller gave up (``Job.cancelled``) leaves at the next token.
+whose caller gave up (``Job.cancelled``) leaves at the next token. A long prompt runs in
+chunks of :data:`PREFILL_CHUNK` positions, so a batch whose callers all gave up (Ctrl-C)
+stops between chunks instead of after a prefill of many seconds.
 
 The policy owns the queue, the lock against weight updates and the policy version; this
 module owns no thread and no event loop.
@@ -29,6 +31,13 @@ from agentgym.policies.sampling import sample_next
 
 _STOP_WINDOW_EXTRA = 8  # tokens decoded beyond the longest stop string when checking stops
 _MIN_SHARED_PREFIX = 8  # shorter common prefixes are not worth an extra forward pass
+PREFILL_CHUNK = 512
+"""Positions per prefill forward pass for prompts longer than twice this (shorter prompts
+run in one pass, as before)."""
+
+
+class _GaveUp(Exception):
+    """Every caller of the batch gave up during the prefill."""
 
 
 @dataclass
@@ -158,7 +167,7 @@ class BatchDecoder:
         cache: Any = DynamicCache(config=self.model.config)  # its layers are replaced below
         plain = all(type(layer) is DynamicLayer for layer in cache.layers)
         # Sliding-window layers keep their own cache: no prefix reuse for such models.
-        sources = self._cached_prefixes(unique) if plain and self.share_prefix \
+        sources = self._cached_prefixes(unique, rows) if plain and self.share_prefix \
             else [((), 0)] * len(unique)
         cached = max(m for _, m in sources)  # C: width of the cached part
         width = max(len(p) - m for p, (_, m) in zip(unique, sources, strict=True))  # N
@@ -186,7 +195,7 @@ class BatchDecoder:
         self.stats.cached_tokens += sum(m for _, m in sources)
         ids, mask = ids.to(self.device), mask.to(self.device)
         positions = (mask.cumsum(-1) - 1).clamp(min=0)[:, cached:]
-        logits = self._forward(ids, cache, mask, positions)
+        logits = self._chunked(ids, cache, positions, rows, mask, cached)
         if len(unique) < len(rows):  # give every row the cache of its prompt
             idx = torch.tensor(where, device=self.device)
             cache.batch_select_indices(idx)
@@ -194,7 +203,8 @@ class BatchDecoder:
         self.stats.prefill_s += time.perf_counter() - start
         return cache, logits, mask
 
-    def _cached_prefixes(self, prompts: list[tuple[int, ...]]) -> list[tuple[Any, int]]:
+    def _cached_prefixes(self, prompts: list[tuple[int, ...]], rows: list[_Row]
+                         ) -> list[tuple[Any, int]]:
         """Per prompt, ``(per-layer (keys, values) of shape (H, >=m, D), m)``: m tokens cached.
 
         The prefix common to the batch is run once (from the store where it can) and stored;
@@ -207,7 +217,7 @@ class BatchDecoder:
         if len(prompts) > 1 and stem >= _MIN_SHARED_PREFIX:
             entry, m = store.lookup(prompts[0], stem, version)
             if m < stem:
-                stem_kv = self._run_prefix(prompts[0][:stem], entry, m)
+                stem_kv = self._run_prefix(prompts[0][:stem], entry, m, rows)
                 keys, values = zip(*stem_kv, strict=True)
                 store.add(prompts[0][:stem], keys, values, version)
             else:
@@ -225,7 +235,7 @@ class BatchDecoder:
                 out.append((stem_kv, stem))
         return out
 
-    def _run_prefix(self, ids: tuple[int, ...], entry: Any, m: int) -> Any:
+    def _run_prefix(self, ids: tuple[int, ...], entry: Any, m: int, rows: list[_Row]) -> Any:
         """Keys and values of ``ids`` (one row), of which ``entry`` holds the first ``m``."""
         cache: Any = DynamicCache(config=self.model.config)  # its layers are replaced below
         cache.layers = [GrowingLayer(len(ids)) for _ in cache.layers]
@@ -235,7 +245,7 @@ class BatchDecoder:
                 buffers[0][0, :, :m], buffers[1][0, :, :m] = k[:, :m], v[:, :m]
                 layer.preload(buffers[0], buffers[1], m)
         positions = torch.arange(m, len(ids), device=self.device)[None]
-        self._forward(torch.tensor([ids[m:]], device=self.device), cache, None, positions)
+        self._chunked(torch.tensor([ids[m:]], device=self.device), cache, positions, rows)
         self.stats.prefill_tokens += len(ids) - m
         layers: list[Any] = cache.layers  # GrowingLayers, filled by the forward above
         return tuple((layer.keys[0], layer.values[0]) for layer in layers)
@@ -256,6 +266,29 @@ class BatchDecoder:
                       [layer.values[b][:, columns] for layer in cache.layers],
                       self.policy_version)
 
+    def _chunked(self, ids: torch.Tensor, cache: Any, positions: torch.Tensor,
+                 rows: list[_Row], mask: torch.Tensor | None = None, cached: int = 0
+                 ) -> torch.Tensor:
+        """:meth:`_forward` over ``ids`` (B, N), in chunks when N is long.
+
+        Between chunks of :data:`PREFILL_CHUNK` columns it checks whether every caller gave
+        up. ``mask`` covers the ``cached`` positions already in ``cache`` and the N new ones.
+
+        Raises:
+            _GaveUp: Every row's caller gave up before the last chunk.
+        """
+        width = ids.shape[1]
+        step = width if width <= 2 * PREFILL_CHUNK else PREFILL_CHUNK
+        logits = torch.empty(0)
+        for lo in range(0, width, step):
+            hi = min(width, lo + step)
+            logits = self._forward(ids[:, lo:hi], cache,
+                                   None if mask is None else mask[:, :cached + hi],
+                                   positions[:, lo:hi])
+            if hi < width and all(r.job.cancelled for r in rows):
+                raise _GaveUp
+        return logits
+
     def _forward(self, ids: torch.Tensor, cache: DynamicCache, mask: torch.Tensor | None = None,
                  positions: torch.Tensor | None = None) -> torch.Tensor:
         """One model call extending ``cache``; the float32 logits of the last position."""
@@ -270,7 +303,10 @@ class BatchDecoder:
         A row whose caller gave up leaves the batch at the next token; finished rows are
         stored in the prefix cache as they leave.
         """
-        cache, logits, mask = self._prefill(rows)  # logits (B, V), mask (B, T)
+        try:
+            cache, logits, mask = self._prefill(rows)  # logits (B, V), mask (B, T)
+        except _GaveUp:  # nobody waits for these rows: they end empty
+            return
         position = mask.sum(-1)  # (B,) position of the token sampled next
         temperature = torch.tensor([r.job.params.temperature for r in rows], device=self.device)
         top_p = torch.tensor([r.job.params.top_p for r in rows], device=self.device)

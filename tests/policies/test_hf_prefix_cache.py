@@ -184,3 +184,48 @@ def test_thread_count_fits_the_machine(model: Any, tokenizer: Any,
             TransformersPolicy(model, tokenizer, prefix_cache_mb=-1)
     finally:
         torch.set_num_threads(before)
+
+
+def long_prompt(n: int) -> tuple[int, ...]:
+    return tuple(100 + (i * 7919) % 5000 for i in range(n))
+
+
+async def test_a_long_prompt_prefills_in_chunks_with_the_same_output(
+        model: Any, tokenizer: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from agentgym.policies import decoding
+
+    request = GenerationRequest(prompt_ids=long_prompt(1500), params=GREEDY)
+    monkeypatch.setattr(decoding, "PREFILL_CHUNK", 10**6)
+    async with TransformersPolicy(model, tokenizer, prefix_cache_mb=0) as whole:
+        [one_pass] = await whole.generate([request])
+        passes = whole.stats.forward_passes
+    monkeypatch.setattr(decoding, "PREFILL_CHUNK", 512)
+    async with TransformersPolicy(model, tokenizer, prefix_cache_mb=0) as chunked:
+        [chunks] = await chunked.generate([request])
+        assert chunked.stats.forward_passes == passes + 2  # 1500 positions: 3 passes, not 1
+    assert chunks.completion_ids == one_pass.completion_ids
+    assert chunks.logprobs == pytest.approx(one_pass.logprobs, abs=1e-4)
+
+
+async def test_a_cancelled_request_stops_during_a_long_prefill(
+        model: Any, tokenizer: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C in the middle of a prefill of thousands of tokens: the prefill stops at the
+    next chunk, long before its end, and nothing is decoded."""
+    from agentgym.policies import decoding
+
+    monkeypatch.setattr(decoding, "PREFILL_CHUNK", 4)  # 3,000 positions: 750 passes
+    async with TransformersPolicy(model, tokenizer, prefix_cache_mb=0) as policy:
+        call = asyncio.create_task(policy.generate([GenerationRequest(
+            prompt_ids=long_prompt(3000), params=GREEDY)]))
+        for _ in range(1000):
+            if policy.stats.forward_passes >= 3:
+                break
+            await asyncio.sleep(0.005)
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        await asyncio.sleep(0.3)
+        passes = policy.stats.forward_passes
+        await asyncio.sleep(0.3)
+        assert policy.stats.forward_passes == passes < 750
+        assert policy.stats.completion_tokens == 0
