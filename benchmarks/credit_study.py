@@ -113,8 +113,10 @@ class Setup:
 SETUPS = {
     "sokoban": Setup("sokoban", "agentgym/Sokoban-v0", {"max_steps_generation": 10},
                      max_turns=8, max_tokens=24, expert_episodes=100),
+    # three epochs: one epoch on Sokoban taught the format but not the board (greedy play
+    # repeated the most common move)
     "frozenlake": Setup("frozenlake", "textarena/FrozenLake-v0", {}, max_turns=10,
-                        max_tokens=8, expert_episodes=100),
+                        max_tokens=8, expert_episodes=100, sft_epochs=3),
     # G-RA against direct accumulation: oracle episodes (``git apply`` the fix, ``submit``) on
     # the 18 training repositories, held-out resolve on the 6 test ones (every test task)
     "swe": Setup("swe", "agentgym/SWE-v0",
