@@ -175,6 +175,11 @@ def machine() -> str:
 
 # ----------------------------------------------------------------------------------- units
 
+def variant_name(estimator: str, accumulation: str) -> str:
+    """How the page names an RL run: the estimator, and the accumulation when there is one."""
+    return estimator if accumulation == "none" else f"{estimator} {accumulation}"
+
+
 @dataclass(frozen=True)
 class Unit:
     """One cached piece of work."""
@@ -188,8 +193,7 @@ class Unit:
 
     @property
     def variant(self) -> str:
-        return self.estimator if self.accumulation == "none" else (
-            f"{self.estimator} {self.accumulation}")
+        return variant_name(self.estimator, self.accumulation)
 
     @property
     def done(self) -> bool:
@@ -440,7 +444,7 @@ def _results(done: list[Unit], variant: str) -> list[dict[str, Any]]:
 
 
 def variants(s: Setup) -> list[str]:
-    return [e if a == "none" else f"{e} {a}" for e in s.estimators for a in s.accumulations]
+    return [variant_name(e, a) for e in s.estimators for a in s.accumulations]
 
 
 def rl_table(s: Setup, done: list[Unit]) -> list[str]:
