@@ -9,6 +9,10 @@ memory is its own:
   tools + a 60-token task, 96-token completions (the quickstart's shape);
 - ``history``: one full-history episode of 5 turns (each prompt is the previous turn's
   sequence + a 60-token observation, 40-token actions);
+- ``shared``: the credit study's window-context batch, 16 samples of different tasks of one
+  env after one shared 300-token instruction prompt, each with its own 200-token rest (its
+  board, the last action and observation) and a 4-token action: packing runs the prompt once
+  and the rests as a padded batch instead of a prefix tree with a dense N × N mask;
 - ``unshared``: packing's worst case, 16 samples with nothing in common (200-token prompts,
   56-token completions) that fill one 4096-token micro-batch: packing runs no fewer tokens
   and pays for an N × N attention mask.
@@ -39,6 +43,7 @@ from results import cpu_model, matmul_peak, write_section
 SYSTEM, TASK, COMPLETION = 518, 60, 96
 TURNS, ACTION, OBSERVATION = 5, 40, 60
 UNSHARED, UNSHARED_PROMPT, UNSHARED_COMPLETION = 16, 200, 56
+SHARED, SHARED_PROMPT, SHARED_REST, SHARED_ACTION = 16, 300, 200, 4
 TITLE = "Update: shared-prefix packing and memory (cpu)"
 
 
@@ -58,6 +63,14 @@ def samples(case: str, vocab: int) -> list:
             out.append(Sample(f"u{i}", f"u{i}", 0, tuple(prompt + ids(UNSHARED_COMPLETION)),
                               len(prompt), float(rng.normal()), (-1.0,) * UNSHARED_COMPLETION))
         return out
+    if case == "shared":
+        prompt = ids(SHARED_PROMPT)
+        for i in range(SHARED):
+            rest = ids(SHARED_REST)
+            out.append(Sample(f"s{i}", f"s{i}", 0, tuple(prompt + rest + ids(SHARED_ACTION)),
+                              SHARED_PROMPT + SHARED_REST, float(rng.normal()),
+                              (-1.0,) * SHARED_ACTION))
+        return out
     if case == "groups":
         for task in range(2):
             prompt = system + ids(TASK)
@@ -74,9 +87,12 @@ def samples(case: str, vocab: int) -> list:
     return out
 
 
-def run_one(case: str, pack: bool) -> dict[str, float]:
+def run_one(case: str, pack: bool, tree_only: bool = False) -> dict[str, float]:
     """One update in this process; its figures (``peak_rss_mb`` is this process's peak)."""
     from agentgym.policies.models import load_model
+    from agentgym.trainers import loss
+
+    loss.BATCH_SHARED_PREFIX = not tree_only
     from agentgym.trainers.batching import micro_batches
     from agentgym.trainers.config import LossConfig, OptimConfig
     from agentgym.trainers.packing import pack_prefix_tree
@@ -126,8 +142,14 @@ def render(rows: list[dict], peak: float, cpu: str, cores: int | None,
         f"`groups`: 2 tasks × 4 completions of {COMPLETION} tokens after a shared "
         f"{SYSTEM}-token system prompt + a {TASK}-token task (the quickstart's shape). "
         f"`history`: one full-history episode of {TURNS} turns ({ACTION}-token actions, "
-        f"{OBSERVATION}-token observations). `unshared`: packing's worst case, {UNSHARED} "
-        f"samples with nothing in common ({UNSHARED_PROMPT}-token prompts, "
+        f"{OBSERVATION}-token observations). `shared`: the credit study's window-context "
+        f"batch, {SHARED} samples of different tasks after one shared {SHARED_PROMPT}-token "
+        f"instruction prompt, each with its own {SHARED_REST}-token rest and a "
+        f"{SHARED_ACTION}-token action. Packing picks per micro-batch whichever costs less: "
+        "the prefix tree with a dense N × N attention mask (`groups`, `history`), or the "
+        "shared prompt run once with its keys and values repeated for a padded batch of the "
+        "rests (`shared`; its `tree` row forces the tree). `unshared`: packing's worst "
+        f"case, {UNSHARED} samples with nothing in common ({UNSHARED_PROMPT}-token prompts, "
         f"{UNSHARED_COMPLETION}-token completions) in one "
         f"{UNSHARED * (UNSHARED_PROMPT + UNSHARED_COMPLETION)}-token micro-batch. "
         "One timed update per row. GFLOP/s counts 6 × "
@@ -137,10 +159,9 @@ def render(rows: list[dict], peak: float, cpu: str, cores: int | None,
         f"Machine: {cpu}, {cores} cores, torch {torch.__version__}, Python "
         f"{platform.python_version()}; float32 matmul peak measured in the same run: "
         f"{peak / 1e9:.1f} GFLOP/s at its start, and again in each row's process just before "
-        "its update (the column the row is set against). Measured under load from other "
-        "work sharing the machine "
-        f"(load average {load[0]:.2f}, {load[1]:.2f}, {load[2]:.2f} at the end of the run), "
-        "so absolute times are pessimistic; the token counts are exact.",
+        "its update (the column the row is set against). Load average (1, 5, 15 min) "
+        f"{load[0]:.2f}, {load[1]:.2f}, {load[2]:.2f} at the end of the run, this run's own "
+        "work included; the token counts are exact.",
         "Command: `python benchmarks/update_memory.py`",
         "",
         *table,
@@ -154,15 +175,15 @@ def main() -> None:
     parser.add_argument("--one", nargs=2, metavar=("CASE", "PACK"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:  # a child: one update, figures as JSON on the last line
-        print(json.dumps(run_one(args.one[0], args.one[1] == "on")))
+        print(json.dumps(run_one(args.one[0], args.one[1] != "off", args.one[1] == "tree")))
         return
     peak = matmul_peak(seconds=3.0)
     cpu, cores = cpu_model(), os.cpu_count()
     print(f"{cpu}, {cores} cores, torch {torch.__version__}; "
           f"float32 matmul peak {peak / 1e9:.1f} GFLOP/s")
     rows = []
-    for case in ("groups", "history", "unshared"):
-        for pack in ("off", "on"):
+    for case in ("groups", "history", "shared", "unshared"):
+        for pack in ("off", "tree", "on") if case == "shared" else ("off", "on"):
             proc = subprocess.run([sys.executable, __file__, "--one", case, pack],
                                   capture_output=True, text=True, check=True)
             r = json.loads(proc.stdout.strip().splitlines()[-1])

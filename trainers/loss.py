@@ -75,6 +75,10 @@ except ImportError as exc:
 PolicyLoss = Literal["ppo", "gspo", "cispo"]
 LossAggregation = Literal["token_mean", "seq_mean", "seq_sum"]
 _CHUNK_ELEMENTS = 1 << 25  # float32 working set of (rows × vocab) per chunk: 128 MiB
+BATCH_SHARED_PREFIX = True
+"""Let :func:`packed_token_logprobs` run a prompt that every row shares once, before a padded
+batch of the rows' rests, where that costs less than the prefix tree (False: always the tree;
+``benchmarks/update_memory.py`` compares the two)."""
 
 
 @dataclass(frozen=True)
@@ -200,25 +204,34 @@ def packed_token_logprobs(model: Any, input_ids: torch.Tensor, attention_mask: t
                           temperature: float = 1.0, with_entropy: bool = False,
                           mask: torch.Tensor | None = None
                           ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """:func:`token_logprobs` computed on the rows packed as one prefix tree.
+    """:func:`token_logprobs` computed with every shared prefix run once.
 
     Shared prefixes (a group's prompt, a full-history episode's earlier turns) run once: the
     rows become one sequence (:func:`agentgym.trainers.packing.pack_prefix_tree`) with a 4D
-    attention mask (each token sees its own prefix only) and per-token position ids. Same
-    arguments, layout and result as :func:`token_logprobs`, to floating-point summation
-    order; the model must take a 4D additive float ``attention_mask`` and
-    ``position_ids``.
+    attention mask (each token sees its own prefix only) and per-token position ids. Where
+    the rows share a prompt and little after it (window-context samples of one env), the
+    dense N × N mask costs more than it saves; then the shared prompt runs once and its keys
+    and values are repeated for a padded batch of the rows' rests
+    (:data:`BATCH_SHARED_PREFIX`). Same arguments, layout and result as
+    :func:`token_logprobs`, to floating-point summation order; the model must take a 4D
+    additive float ``attention_mask`` and ``position_ids``.
     """
     if not (temperature >= 0 and temperature != float("inf")):
         raise ValueError(f"temperature must be >= 0 (the sampling temperature), got {temperature}")
     scale = temperature if temperature > 0 else 1.0
     device = input_ids.device
     lengths = attention_mask.sum(dim=1).tolist()
-    tree = pack_prefix_tree([input_ids[r, :n].tolist() for r, n in enumerate(lengths)])
+    rows_ids = [input_ids[r, :n].tolist() for r, n in enumerate(lengths)]
+    tree = pack_prefix_tree(rows_ids)
+    sel = (attention_mask[:, 1:] if mask is None else mask) > 0  # (B, T-1)
+    shared = _shared_prefix(rows_ids, sel)
+    if BATCH_SHARED_PREFIX and _batched_suffixes_cheaper(model, len(tree.tokens), shared,
+                                                         lengths, sel):
+        return _prefix_batched_logprobs(model, input_ids, lengths, sel, shared, scale,
+                                        with_entropy)
     where = torch.zeros(input_ids.shape, dtype=torch.long)  # (B, T) packed index of each token
     for r, path in enumerate(tree.paths):
         where[r, :len(path)] = torch.tensor(path)
-    sel = (attention_mask[:, 1:] if mask is None else mask) > 0  # (B, T-1)
     rows, cols = sel.nonzero(as_tuple=True)  # target input_ids[r, j+1] is predicted by token j
     sources = where.to(device)[rows, cols]  # (N,) packed index of each predicting token
     keep, inverse = torch.unique(sources, return_inverse=True)  # logits only where needed
@@ -235,6 +248,78 @@ def packed_token_logprobs(model: Any, input_ids: torch.Tensor, attention_mask: t
                    position_ids=torch.tensor([tree.positions], device=device), use_cache=False,
                    **kwargs).logits[0]  # (U, V), or (N_packed, V) without logits_to_keep
     picked = logits[inverse] if kwargs else logits[sources]  # (N, V)
+    logp, ent = _TokenLogSoftmax.apply(picked, input_ids[rows, cols + 1], scale, with_entropy)
+
+    def place(values: torch.Tensor) -> torch.Tensor:  # (N,) -> (B, T-1), zeros elsewhere
+        full = torch.zeros(sel.shape, dtype=values.dtype, device=values.device)
+        return full.index_put((rows, cols), values)
+
+    return place(logp), (place(ent) if with_entropy else None)
+
+
+def _shared_prefix(rows: list[list[int]], sel: torch.Tensor) -> int:
+    """Tokens every row shares, ending before any row's first scored column."""
+    first = int(sel.float().argmax(dim=1).min()) if bool(sel.any()) else 0
+    n = min(len(r) for r in rows)
+    shared = next((i for i in range(n) if len({r[i] for r in rows}) > 1), n)
+    return min(shared, first)
+
+
+def _batched_suffixes_cheaper(model: Any, tree_tokens: int, shared: int, lengths: list[int],
+                              sel: torch.Tensor) -> bool:
+    """Whether the shared prefix once + the rows' rest as a batch beats the prefix tree.
+
+    Cost in token-forwards: a token's linear layers cost ~ 24·h² per layer, attending to one
+    more token ~ 4·h, so a pair costs 1/(6h) of a token. The tree attends densely (N²); the
+    batch pads each row's rest to the longest and scores only the last columns.
+    """
+    config = getattr(model, "config", None)
+    hidden = getattr(config, "hidden_size", None)
+    if shared == 0 or hidden is None or len(lengths) < 2 or not _takes_logits_to_keep(model):
+        return False
+    rest = max(lengths) - shared  # padded suffix length S
+    pair = 1.0 / (6 * hidden)
+    tree_cost = tree_tokens + pair * tree_tokens ** 2
+    batch_cost = shared + len(lengths) * rest * (1 + pair * (shared + rest))
+    return batch_cost < tree_cost and _kept_columns(lengths, sel) <= 64
+
+
+def _kept_columns(lengths: list[int], sel: torch.Tensor) -> int:
+    """Columns to score once every row is aligned to end at the same column (its last)."""
+    cols = [n - 1 - int(c) for r, n in enumerate(lengths) for c in sel[r].nonzero()]
+    return max(cols, default=0) + 1
+
+
+def _prefix_batched_logprobs(model: Any, input_ids: torch.Tensor, lengths: list[int],
+                             sel: torch.Tensor, shared: int, scale: float, with_entropy: bool
+                             ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Log-probs with the rows' common prefix run once and its keys/values shared.
+
+    The prefix runs as one row (gradients kept); its cache is repeated for the B rows, whose
+    rests are left-padded to end at one column (pads masked, positions continued from the
+    prefix), so every scored column falls in the last ``keep`` columns.
+    """
+    device = input_ids.device
+    b = len(lengths)
+    rest = max(lengths) - shared
+    keep = _kept_columns(lengths, sel)
+    out = model(input_ids=input_ids[:1, :shared], use_cache=True)
+    cache = getattr(out, _cache_argument(model))
+    cache.batch_repeat_interleave(b)  # (1, ...) -> (B, ...) keys and values, differentiable
+    ids = torch.zeros((b, rest), dtype=input_ids.dtype, device=device)  # (B, S) left-padded
+    attn = torch.zeros((b, shared + rest), dtype=torch.long, device=device)
+    attn[:, :shared] = 1
+    pos = torch.zeros((b, rest), dtype=torch.long, device=device)
+    for r, n in enumerate(lengths):
+        pad = rest - (n - shared)
+        ids[r, pad:] = input_ids[r, shared:n]
+        attn[r, shared + pad:] = 1
+        pos[r, pad:] = torch.arange(shared, n, device=device)
+    logits = model(input_ids=ids, attention_mask=attn, position_ids=pos, use_cache=True,
+                   logits_to_keep=keep, **{_cache_argument(model): cache}).logits  # (B, keep, V)
+    rows, cols = sel.nonzero(as_tuple=True)  # target input_ids[r, j+1] is predicted by token j
+    ends = torch.tensor(lengths, device=device)[rows]
+    picked = logits[rows, keep - 1 - (ends - 1 - cols)]  # (N, V); a row's end is column keep-1
     logp, ent = _TokenLogSoftmax.apply(picked, input_ids[rows, cols + 1], scale, with_entropy)
 
     def place(values: torch.Tensor) -> torch.Tensor:  # (N,) -> (B, T-1), zeros elsewhere
@@ -365,11 +450,20 @@ def _policy_term(policy_loss: PolicyLoss, logprobs: torch.Tensor, log_ratio: tor
     return -torch.minimum(ratio * adv, clipped * adv), ratio.detach()
 
 
-def _takes_logits_to_keep(model: Any) -> bool:
-    """Whether ``model.forward`` (or that of a PEFT/DDP-wrapped model) takes ``logits_to_keep``."""
+def _cache_argument(model: Any) -> str:
+    """``cache`` where ``forward`` takes it (transformers 5), else ``past_key_values``."""
+    return "cache" if "cache" in _forward_parameters(model) else "past_key_values"
+
+
+def _forward_parameters(model: Any) -> set[str]:
     inner = model.get_base_model() if hasattr(model, "get_base_model") else model
     inner = getattr(inner, "module", inner)
     try:
-        return "logits_to_keep" in inspect.signature(inner.forward).parameters
+        return set(inspect.signature(inner.forward).parameters)
     except (TypeError, ValueError):
-        return False
+        return set()
+
+
+def _takes_logits_to_keep(model: Any) -> bool:
+    """Whether ``model.forward`` (or that of a PEFT/DDP-wrapped model) takes ``logits_to_keep``."""
+    return "logits_to_keep" in _forward_parameters(model)

@@ -7,6 +7,7 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
+from agentgym.trainers import loss as loss_module
 from agentgym.trainers.batching import Sample, micro_batches
 from agentgym.trainers.config import LossConfig, OptimConfig
 from agentgym.trainers.loss import packed_token_logprobs, token_logprobs
@@ -136,3 +137,37 @@ def test_no_reference_model_at_kl_weight_zero(tiny_model_dir, tmp_path):
     kl = build(load_config(None, [f"run_dir={tmp_path / 'b'}", "loss.kl_coef=0.05", *args]))
     assert kl.learner.reference is not None
     assert not any(p.requires_grad for p in kl.learner.reference.parameters())
+
+
+@pytest.mark.parametrize("with_entropy", [False, True])
+def test_a_long_shared_prompt_runs_once_before_a_batch_of_the_rest(monkeypatch, with_entropy):
+    """Rows that share a long prompt and little else: the prompt runs once, its keys and
+    values are repeated for the rows, whose rest runs as a padded batch (cheaper than the
+    tree's dense N × N mask); log-probs and gradients are the unpacked ones."""
+    rng = np.random.default_rng(6)
+    samples = group_samples(rng, "a", prompt_len=300, size=6)
+    model = tiny_llama()
+    calls = []
+    batched = loss_module._prefix_batched_logprobs
+    monkeypatch.setattr(loss_module, "_prefix_batched_logprobs",
+                        lambda *a, **k: calls.append(a[4]) or batched(*a, **k))
+    [mb] = micro_batches(samples, 10_000, PAD, pack=True)
+    want, want_ent = token_logprobs(model, mb.input_ids, mb.attention_mask, 0.7,
+                                    with_entropy=with_entropy, mask=mb.loss_mask)
+    got, got_ent = packed_token_logprobs(model, mb.input_ids, mb.attention_mask, 0.7,
+                                         with_entropy=with_entropy, mask=mb.loss_mask)
+    assert calls == [299]  # the prompt, up to the token that predicts the first completion
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
+    if with_entropy:
+        torch.testing.assert_close(got_ent, want_ent, atol=1e-5, rtol=0)
+    params = list(model.parameters())
+    g_want = torch.autograd.grad(want.sum(), params)
+    g_got = torch.autograd.grad(got.sum(), params)
+    for a, b in zip(g_got, g_want, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+    # Rows with nothing in common beyond a few tokens keep the prefix tree.
+    calls.clear()
+    mixed = group_samples(rng, "b", prompt_len=300) + history_samples(rng)
+    [mb] = micro_batches(mixed, 10_000, PAD, pack=True)
+    packed_token_logprobs(model, mb.input_ids, mb.attention_mask, mask=mb.loss_mask)
+    assert calls == []

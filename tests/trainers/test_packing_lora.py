@@ -25,10 +25,11 @@ def lora_llama():
     return peft.get_peft_model(tiny_llama(), config)
 
 
-def test_packed_logprobs_equal_unpacked_under_lora():
+@pytest.mark.parametrize("layout", ["tree", "shared prompt"])
+def test_packed_logprobs_equal_unpacked_under_lora(layout):
     rng = np.random.default_rng(4)
     samples = group_samples(rng, "a") + group_samples(rng, "b", prompt_len=25) \
-        + history_samples(rng)
+        + history_samples(rng) if layout == "tree" else group_samples(rng, "a", 300, 6)
     model = lora_llama()
     [mb] = micro_batches(samples, 10_000, PAD, pack=True)
     want, _ = token_logprobs(model, mb.input_ids, mb.attention_mask, 0.7, mask=mb.loss_mask)
