@@ -22,13 +22,18 @@ SWE compares reward accumulation instead of estimators: GRPO with G-RA (``gated`
 ``direct``, SFT-warm from the oracle episodes, with the training rollouts' completion,
 modification and resolve rates per step; it needs Docker and does not wait on the band.
 
-Every unit runs as a subprocess of the CLI and is cached on disk under ``--cache``
-(default ``runs/credit_study``, outside git), keyed by env, estimator, seed and budget: a
-finished unit (``result.json``) is never redone, an interrupted one resumes from its last checkpoint
-(``--resume``; checkpoints are resumable and saved every step). ``--limit-minutes`` stops a
-unit (it then resumes on the next call), so the study can go on across days on a shared
-machine; run each call under ``flock /tmp/heavy.lock``. ``docs/learning.md`` is rewritten
-after every call from whatever is finished, saying which units are still missing.
+Every unit runs as a subprocess of the CLI, keyed by env, estimator, seed and budget. Its
+files (rollouts, checkpoints, models) go under ``--cache`` (default ``runs/credit_study``,
+outside git); its result, a small JSON file, goes under ``--records`` (default
+``benchmarks/credit_study/``, committed), so finished units carry over to a fresh clone and
+are never redone. An interrupted unit resumes from its last checkpoint (``--resume``;
+checkpoints are resumable and saved every step). Where a finished unit's files are needed
+by one still to run and the cache no longer holds them (a fresh clone), the unit is run
+again into the cache, its record kept, and a regenerated result that differs from the
+record is printed. ``--limit-minutes`` stops a unit (it then resumes on the next call), so
+the study can go on across days on a shared machine; run each call under
+``flock /tmp/heavy.lock``. ``docs/learning.md`` is rewritten after every call from the
+records, saying which units are still missing.
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ from typing import Any
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+RECORDS = ROOT / "benchmarks" / "credit_study"  # finished units' results, committed
 ESTIMATORS = ("grpo", "gigpo", "hgpo", "salt")
 SEEDS = (0, 1, 2)
 DEFAULT_ENVS = "sokoban,frozenlake,swe"
@@ -113,10 +119,11 @@ class Setup:
 SETUPS = {
     "sokoban": Setup("sokoban", "agentgym/Sokoban-v0", {"max_steps_generation": 10},
                      max_turns=8, max_tokens=24, expert_episodes=100),
-    # three epochs: one epoch on Sokoban taught the format but not the board (greedy play
-    # repeated the most common move)
+    # a short warm start: a policy that ignores the board ("down, right" repeated) already
+    # wins 26% of tuning seeds, so learning the format lands in the band, and what RL can
+    # add is reading the board
     "frozenlake": Setup("frozenlake", "textarena/FrozenLake-v0", {}, max_turns=10,
-                        max_tokens=8, expert_episodes=100, sft_epochs=3),
+                        max_tokens=8, expert_episodes=30, sft_batch=8),
     # G-RA against direct accumulation: oracle episodes (``git apply`` the fix, ``submit``) on
     # the 18 training repositories, held-out resolve on the 6 test ones (every test task)
     "swe": Setup("swe", "agentgym/SWE-v0",
@@ -187,6 +194,7 @@ class Unit:
     setup: Setup
     kind: str  # demos | sft | revisits | rl
     folder: Path
+    record: Path  # its result (JSON); the unit is finished when this file exists
     estimator: str = ""
     seed: int = 0
     accumulation: str = "none"  # algorithm.reward_accumulation of an RL run
@@ -197,26 +205,49 @@ class Unit:
 
     @property
     def done(self) -> bool:
-        return (self.folder / "result.json").is_file()
+        return self.record.is_file()
+
+    def result(self) -> dict[str, Any]:
+        return json.loads(self.record.read_text())
 
 
-def units(setup: Setup, cache: Path) -> Iterator[Unit]:
-    base = cache / setup.name
-    sft = base / setup.sft_key()
-    yield Unit(setup, "demos", base / f"demos-{setup.expert_episodes}")
-    yield Unit(setup, "sft", sft)
+def units(setup: Setup, cache: Path, records: Path | None = None) -> Iterator[Unit]:
+    """Every unit of ``setup`` in order; ``records`` defaults to the cache itself."""
+    records = cache if records is None else records
+
+    def unit(rel: str, kind: str, *rl: Any) -> Unit:
+        return Unit(setup, kind, cache / setup.name / rel,
+                    records / setup.name / f"{rel}.json", *rl)
+
+    sft = setup.sft_key()
+    yield unit(f"demos-{setup.expert_episodes}", "demos")
+    yield unit(sft, "sft")
     if setup.accumulations == ("none",):  # HGPO's groups; G-RA's comparison has none
-        yield Unit(setup, "revisits", sft / "revisits")
+        yield unit(f"{sft}/revisits", "revisits")
     for seed in setup.seeds:  # seeds outer: every estimator gets seed 0 before any gets seed 1
         for estimator in setup.estimators:
             for acc in setup.accumulations:
                 name = estimator if acc == "none" else f"{estimator}-{acc}"
-                yield Unit(setup, "rl", base / "rl" / f"{name}-seed{seed}-"
-                           f"{_hash([setup.sft_key(), setup.budget()])}", estimator, seed, acc)
+                yield unit(f"rl/{name}-seed{seed}-{_hash([sft, setup.budget()])}", "rl",
+                           estimator, seed, acc)
+
+
+def needed_files(unit: Unit, all_units: list[Unit]) -> Unit | None:
+    """The finished unit whose files ``unit`` reads and the cache has lost, if any."""
+    by_kind = {u.kind: u for u in all_units if u.kind in ("demos", "sft")}
+    if unit.kind == "sft" and not (by_kind["demos"].folder / "expert.jsonl").is_file():
+        return by_kind["demos"]
+    if unit.kind in ("revisits", "rl") and not (by_kind["sft"].folder / "model").is_dir():
+        return by_kind["sft"]
+    return None
 
 
 def run_unit(unit: Unit, cache: Path, limit_s: float) -> bool:
-    """Do (or go on with) one unit; True when it finished."""
+    """Do (or go on with) one unit; True when it finished (its record is then written).
+
+    A unit run again only for its files (its record exists) keeps its record; a result
+    that differs from it is printed.
+    """
     s, folder = unit.setup, unit.folder
     folder.mkdir(parents=True, exist_ok=True)
     sft_dir = cache / s.name / s.sft_key()
@@ -283,8 +314,16 @@ def run_unit(unit: Unit, cache: Path, limit_s: float) -> bool:
     spent += time.time() - start
     _write_json(wall, {"seconds": spent, "machine": machine()})
     if ok:
-        _write_json(folder / "result.json", {**result, "wall_seconds": spent,
-                                             "machine": machine()})
+        result = {**result, "wall_seconds": spent, "machine": machine()}
+        _write_json(folder / "result.json", result)
+        if not unit.done:
+            unit.record.parent.mkdir(parents=True, exist_ok=True)
+            _write_json(unit.record, result)
+        else:
+            changed = {k: (v, result.get(k)) for k, v in unit.result().items()
+                       if k not in ("wall_seconds", "machine") and result.get(k) != v}
+            print(f"regenerated {unit.kind} {folder.name}: "
+                  + (f"differs from its record: {changed}" if changed else "as recorded"))
     return ok
 
 
@@ -330,14 +369,14 @@ def revisits(s: Setup, model: Path, folder: Path, limit_s: float) -> tuple[bool,
                   "train_success_t1": success / max(episodes, 1)}
 
 
-def warm_enough(setup: Setup, cache: Path) -> bool:
+def warm_enough(setup: Setup, cache: Path, records: Path | None = None) -> bool:
     """Whether the setup's finished SFT model is in the band RL starts from."""
-    sft = next(u for u in units(setup, cache) if u.kind == "sft")
+    sft = next(u for u in units(setup, cache, records) if u.kind == "sft")
     if not sft.done:
         return False
     if setup.band is None:
         return True
-    success = json.loads((sft.folder / "result.json").read_text())["tuning_success_after"]
+    success = sft.result()["tuning_success_after"]
     return setup.band[0] <= success <= setup.band[1]
 
 
@@ -354,7 +393,8 @@ def interval(values: list[float]) -> tuple[float, float]:
     return mean, t * sd / math.sqrt(n)
 
 
-def report(setups: list[Setup], cache: Path, command: str, out: Path) -> str:
+def report(setups: list[Setup], cache: Path, command: str, out: Path,
+           records: Path | None = None) -> str:
     lines = ["# Learning: does step-level credit beat GRPO on multi-turn tasks?", "",
              "Written by `benchmarks/credit_study.py` from its cache; every figure below was "
              "measured by it. Reproduce (and continue: finished runs are cached and never "
@@ -364,13 +404,13 @@ def report(setups: list[Setup], cache: Path, command: str, out: Path) -> str:
              "estimator under one budget and the same seeds. Held-out success is greedy, on "
              f"seeds {HELD_OUT_FIRST_SEED:,}+; the SFT amount is judged on tuning seeds "
              f"{TUNING_FIRST_SEED:,}+ only.", ""]
-    finished = sum(u.done for s in setups for u in units(s, cache) if u.kind == "rl")
+    finished = sum(u.done for s in setups for u in units(s, cache, records) if u.kind == "rl")
     if not finished:
         lines += ["**Result so far: none.** No RL run has finished yet, so this page does not "
                   "yet say whether step-level credit beats GRPO here; the units below continue "
                   "with the command above (the cache resumes them).", ""]
     for s in setups:
-        all_units = list(units(s, cache))
+        all_units = list(units(s, cache, records))
         title = (f"G-RA against direct accumulation: {s.env_id}" if s.band is None
                  else s.env_id)
         lines += [f"## {title}", "",
@@ -383,7 +423,7 @@ def report(setups: list[Setup], cache: Path, command: str, out: Path) -> str:
         lines += sft_lines(s, next(u for u in all_units if u.kind == "sft"))
         rev = next((u for u in all_units if u.kind == "revisits"), None)
         if rev is not None and rev.done:
-            r = json.loads((rev.folder / "result.json").read_text())
+            r = rev.result()
             shares = ", ".join(f"level {k}: {v:.0%}" for k, v in r["share_grouped"].items())
             lines += [f"**State revisits** ({r['groups']} groups of {r['group_size']} rollouts "
                       f"of the SFT model at T=1, {r['steps']} steps; success "
@@ -408,7 +448,7 @@ def sft_lines(s: Setup, sft: Unit) -> list[str]:
     """The warm start: its result, or how far it got."""
     where = "held-out" if s.band is None else "tuning-seed"
     if sft.done:
-        r = json.loads((sft.folder / "result.json").read_text())
+        r = sft.result()
         lines = [f"**SFT warm start**: {s.expert_episodes} expert episodes "
                  f"({r['samples']:.0f} steps), {s.sft_epochs} epoch(s), lr {s.sft_lr}, "
                  f"batch {s.sft_batch}: {where} success {r['tuning_success_before']:.0%}"
@@ -439,8 +479,7 @@ def sft_lines(s: Setup, sft: Unit) -> list[str]:
 
 
 def _results(done: list[Unit], variant: str) -> list[dict[str, Any]]:
-    return [json.loads((u.folder / "result.json").read_text())
-            for u in done if u.variant == variant]
+    return [u.result() for u in done if u.variant == variant]
 
 
 def variants(s: Setup) -> list[str]:
@@ -492,7 +531,7 @@ def plot(s: Setup, done: list[Unit], folder: Path) -> Path:
     for i, variant in enumerate(variants(s)):
         runs = [u for u in done if u.variant == variant]
         for u in runs:
-            curve = json.loads((u.folder / "result.json").read_text())["curve"]
+            curve = u.result()["curve"]
             ax.plot(*zip(*curve, strict=True), color=f"C{i}", alpha=0.8, marker="o",
                     label=variant if u.seed == min(x.seed for x in runs) else None)
     ax.set_xlabel("training step")
@@ -506,10 +545,34 @@ def plot(s: Setup, done: list[Unit], folder: Path) -> Path:
     return path
 
 
+def run_setup(setup: Setup, every: list[Unit], args: argparse.Namespace, end: float) -> bool:
+    """Run the setup's unfinished units in order; False when the time limit stopped one."""
+    for unit in (u for u in every if not u.done):
+        if unit.kind == "rl" and not warm_enough(setup, args.cache, args.records):
+            print(f"unit: {setup.name} rl waits: the SFT model's tuning-seed success "
+                  f"is outside {BAND[0]:.0%}-{BAND[1]:.0%}", flush=True)
+            return True
+        chain = [unit]  # a fresh clone has the records but not the files: make them first
+        while (lost := needed_files(chain[0], every)) is not None:
+            chain.insert(0, lost)
+        for todo in chain:
+            left = end - time.time() if not args.all else 1e9
+            if left < 60:
+                return False
+            print(f"unit: {setup.name} {todo.kind} {todo.estimator} {todo.seed}".strip()
+                  + (" (its files, for the next unit)" if todo.done else ""), flush=True)
+            if not run_unit(todo, args.cache, left):
+                return False
+    return True
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--envs", default=DEFAULT_ENVS)
-    parser.add_argument("--cache", type=Path, default=ROOT / "runs" / "credit_study")
+    parser.add_argument("--cache", type=Path, default=ROOT / "runs" / "credit_study",
+                        help="rollouts, checkpoints and models (large, not committed)")
+    parser.add_argument("--records", type=Path, default=RECORDS,
+                        help="finished units' results (small JSON, committed)")
     parser.add_argument("--all", action="store_true", help="every unit, no time limit")
     parser.add_argument("--report", action="store_true", help="only rewrite docs/learning.md")
     parser.add_argument("--scale", action="store_true", help="GPU budget (see scaled())")
@@ -530,20 +593,11 @@ def main() -> None:
         changes[key] = tuple(parsed) if isinstance(parsed, list) else parsed
     setups = [replace(s, **changes) for s in setups]
     if not args.report:
-        todo = [u for s in setups for u in units(s, args.cache) if not u.done]
         # one env at a time: its demos, SFT and revisits before its RL runs
         end = time.time() + args.limit_minutes * 60
-        for unit in todo:
-            left = end - time.time() if not args.all else 1e9
-            if left < 60:
-                break
-            if unit.kind == "rl" and not warm_enough(unit.setup, args.cache):
-                print(f"unit: {unit.setup.name} rl waits: the SFT model's tuning-seed success "
-                      f"is outside {BAND[0]:.0%}-{BAND[1]:.0%}", flush=True)
-                continue
-            print(f"unit: {unit.setup.name} {unit.kind} {unit.estimator} {unit.seed}".strip(),
-                  flush=True)
-            if not run_unit(unit, args.cache, left):
+        for setup in setups:
+            every = list(units(setup, args.cache, args.records))
+            if not run_setup(setup, every, args, end):
                 break
     # the page covers every env of the study, whichever this call worked on; a call's time
     # limit and env list are not part of what reproduces it
@@ -552,7 +606,7 @@ def main() -> None:
                         *(f"--set {item}" for item in args.set)])
     everything = [replace(scaled(SETUPS[n]) if args.scale else SETUPS[n], **changes)
                   for n in DEFAULT_ENVS.split(",")]
-    args.out.write_text(report(everything, args.cache, command, args.out))
+    args.out.write_text(report(everything, args.cache, command, args.out, args.records))
     print(f"wrote {args.out} ({machine()})")
 
 

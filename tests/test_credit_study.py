@@ -50,8 +50,8 @@ def test_swe_does_not_wait_on_the_band_but_the_others_do(study, tmp_path):
                                 ("frozenlake", 0.3, True)):
         setup = study.SETUPS[name]
         sft = next(u for u in study.units(setup, tmp_path) if u.kind == "sft")
-        sft.folder.mkdir(parents=True, exist_ok=True)
-        (sft.folder / "result.json").write_text(json.dumps({"tuning_success_after": success}))
+        sft.record.parent.mkdir(parents=True, exist_ok=True)
+        sft.record.write_text(json.dumps({"tuning_success_after": success}))
         assert study.warm_enough(setup, tmp_path) is warm, (name, success)
 
 
@@ -61,3 +61,24 @@ def test_page_with_nothing_finished_says_so(study, tmp_path):
     assert "**Result so far: none.**" in page
     assert "## G-RA against direct accumulation: agentgym/SWE-v0" in page
     assert "still to run: grpo direct/seed 0, grpo gated/seed 0" in page
+
+
+def test_records_live_apart_from_the_cache_and_lost_files_are_made_again(study, tmp_path):
+    """A fresh clone has the committed records but an empty cache: a finished unit counts as
+    done, and the files a later unit reads (demonstrations, the SFT model) are named as
+    missing so the study makes them again before that unit."""
+    cache, records = tmp_path / "cache", tmp_path / "records"
+    every = list(study.units(study.SETUPS["frozenlake"], cache, records))
+    demos, sft, revisits, first_rl = every[:4]
+    assert sft.record == records / "frozenlake" / f"{sft.folder.name}.json"
+    assert first_rl.record.parent == records / "frozenlake" / "rl"
+    for unit in (demos, sft):
+        unit.record.parent.mkdir(parents=True, exist_ok=True)
+        unit.record.write_text(json.dumps({"tuning_success_after": 0.25}))
+    assert demos.done and sft.done and not first_rl.done
+    assert not (cache / "frozenlake").exists()
+    assert study.needed_files(first_rl, every) is sft
+    assert study.needed_files(sft, every) is demos
+    (sft.folder / "model").mkdir(parents=True)
+    assert study.needed_files(first_rl, every) is None
+    assert study.needed_files(revisits, every) is None
