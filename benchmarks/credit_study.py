@@ -94,6 +94,9 @@ class Setup:
     accumulations: tuple[str, ...] = ("none",)
     band: tuple[float, float] | None = BAND  # None: RL does not wait on the SFT success
     eval_kwargs: dict[str, Any] | None = None  # merged over kwargs for every evaluation
+    # held-out success sampled at this temperature instead of greedy: the policy RL trains;
+    # the band is then judged by a ``warmth`` unit (the SFT model sampled on tuning seeds)
+    eval_temperature: float | None = None
     rollout_options: dict[str, Any] | None = None  # more rollout fields (SFT and RL)
     optim_options: dict[str, Any] | None = None  # more RL optimizer fields
 
@@ -107,7 +110,11 @@ class Setup:
         return {**{k: getattr(self, k) for k in ("steps", "tasks_per_step", "group_size",
                                                  "history_length", "max_turns", "max_tokens",
                                                  "eval_seeds", "eval_every", "lr")},
-                **self._extra()}
+                **self._extra(), **self._sampled()}
+
+    def _sampled(self) -> dict[str, Any]:
+        # not part of the SFT key: how a model is evaluated does not change the model
+        return {"eval_temperature": self.eval_temperature} if self.eval_temperature else {}
 
     def sft_key(self) -> str:
         fields = {k: getattr(self, k) for k in ("model", "env_id", "kwargs", "max_turns",
@@ -122,8 +129,11 @@ SETUPS = {
     # a short warm start: a policy that ignores the board ("down, right" repeated) already
     # wins 26% of tuning seeds, so learning the format lands in the band, and what RL can
     # add is reading the board
+    # Greedy play of that model repeats one move (0%), so success is measured sampled at
+    # T=1, the policy RL trains; held-out evaluation before and after only, to fit the time
     "frozenlake": Setup("frozenlake", "textarena/FrozenLake-v0", {}, max_turns=10,
-                        max_tokens=8, expert_episodes=30, sft_batch=8),
+                        max_tokens=8, expert_episodes=30, sft_batch=8, eval_temperature=1.0,
+                        eval_every=8),
     # G-RA against direct accumulation: oracle episodes (``git apply`` the fix, ``submit``) on
     # the 18 training repositories, held-out resolve on the 6 test ones (every test task)
     "swe": Setup("swe", "agentgym/SWE-v0",
@@ -222,6 +232,8 @@ def units(setup: Setup, cache: Path, records: Path | None = None) -> Iterator[Un
     sft = setup.sft_key()
     yield unit(f"demos-{setup.expert_episodes}", "demos")
     yield unit(sft, "sft")
+    if setup.eval_temperature:
+        yield unit(f"{sft}/warmth-{_hash([setup.eval_temperature, setup.eval_seeds])}", "warmth")
     if setup.accumulations == ("none",):  # HGPO's groups; G-RA's comparison has none
         yield unit(f"{sft}/revisits", "revisits")
     for seed in setup.seeds:  # seeds outer: every estimator gets seed 0 before any gets seed 1
@@ -237,7 +249,8 @@ def needed_files(unit: Unit, all_units: list[Unit]) -> Unit | None:
     by_kind = {u.kind: u for u in all_units if u.kind in ("demos", "sft")}
     if unit.kind == "sft" and not (by_kind["demos"].folder / "expert.jsonl").is_file():
         return by_kind["demos"]
-    if unit.kind in ("revisits", "rl") and not (by_kind["sft"].folder / "model").is_dir():
+    if unit.kind in ("warmth", "revisits", "rl") and not (by_kind["sft"].folder /
+                                                          "model").is_dir():
         return by_kind["sft"]
     return None
 
@@ -279,10 +292,12 @@ def run_unit(unit: Unit, cache: Path, limit_s: float) -> bool:
                   "steps": rows[-1]["step"], "samples": rows[0].get("data/samples")}
     elif unit.kind == "revisits":
         ok, result = revisits(s, sft_dir / "model", folder, limit_s)
+    elif unit.kind == "warmth":
+        ok, result = warmth(s, sft_dir / "model", folder, limit_s)
     else:
         config = {"run_dir": str(folder / "run"), "seed": unit.seed, "steps": s.steps,
                   "save_every": 1, "resumable_checkpoints": True, "eval_every": s.eval_every,
-                  "env": {**env, "eval_seeds": s.eval_seeds,
+                  "env": {**env, "eval_seeds": s.eval_seeds, **s._sampled(),
                           "eval_first_seed": HELD_OUT_FIRST_SEED,
                           "first_seed": 10_000 * unit.seed},
                   "model": {"path": str(sft_dir / "model"), "device": s.device,
@@ -369,14 +384,35 @@ def revisits(s: Setup, model: Path, folder: Path, limit_s: float) -> tuple[bool,
                   "train_success_t1": success / max(episodes, 1)}
 
 
+def warmth(s: Setup, model: Path, folder: Path, limit_s: float) -> tuple[bool, dict]:
+    """Tuning-seed success of the SFT model sampled at ``eval_temperature``."""
+    out = folder / "tuning.jsonl"
+    kw = [f"--kw={k}={v}" for k, v in {**s.kwargs, "max_turns": s.max_turns}.items()]
+    ok = _cli(["rollout", s.env_id, "--policy", f"hf:{model}", "--episodes",
+               str(s.eval_seeds), "--seed", str(TUNING_FIRST_SEED), "--temperature",
+               str(s.eval_temperature), "--context", "window", "--history-length",
+               str(s.history_length), "--max-tokens", str(s.max_tokens), "--out", str(out),
+               *kw], limit_s)
+    if not ok:
+        return False, {}
+    from agentgym.jsonl import read_trajectories
+
+    trajs = [t for t in read_trajectories(out) if t.scorable]
+    wins = sum(bool(t.steps and t.steps[-1].result.info.get("success")) for t in trajs)
+    return True, {"episodes": len(trajs), "temperature": s.eval_temperature,
+                  "tuning_success": wins / max(len(trajs), 1)}
+
+
 def warm_enough(setup: Setup, cache: Path, records: Path | None = None) -> bool:
     """Whether the setup's finished SFT model is in the band RL starts from."""
-    sft = next(u for u in units(setup, cache, records) if u.kind == "sft")
+    every = {u.kind: u for u in units(setup, cache, records)}
+    sft = every["warmth"] if setup.eval_temperature else every["sft"]
     if not sft.done:
         return False
     if setup.band is None:
         return True
-    success = sft.result()["tuning_success_after"]
+    success = sft.result()["tuning_success" if setup.eval_temperature
+                           else "tuning_success_after"]
     return setup.band[0] <= success <= setup.band[1]
 
 
@@ -396,14 +432,16 @@ def interval(values: list[float]) -> tuple[float, float]:
 def report(setups: list[Setup], cache: Path, command: str, out: Path,
            records: Path | None = None) -> str:
     lines = ["# Learning: does step-level credit beat GRPO on multi-turn tasks?", "",
-             "Written by `benchmarks/credit_study.py` from its cache; every figure below was "
-             "measured by it. Reproduce (and continue: finished runs are cached and never "
-             f"redone, unfinished ones resume):\n\n    {command}\n",
+             "Written by `benchmarks/credit_study.py` from its records (one JSON file per "
+             "finished unit, committed under `benchmarks/credit_study/`); every figure below "
+             "was measured by it. Reproduce (and continue: finished units are never redone, "
+             "unfinished ones resume, and a fresh clone first makes again the demonstrations "
+             f"and the SFT model that the next unit reads):\n\n    {command}\n",
              "Recipe: SmolLM2-135M-Instruct, supervised warm start on expert episodes "
              "(`agentgym sft`), then RL (`agentgym train`) from that model with each "
-             "estimator under one budget and the same seeds. Held-out success is greedy, on "
-             f"seeds {HELD_OUT_FIRST_SEED:,}+; the SFT amount is judged on tuning seeds "
-             f"{TUNING_FIRST_SEED:,}+ only.", ""]
+             "estimator under one budget and the same seeds. Held-out success is on seeds "
+             f"{HELD_OUT_FIRST_SEED:,}+, greedy unless an env's section says it is sampled; "
+             f"the SFT amount is judged on tuning seeds {TUNING_FIRST_SEED:,}+ only.", ""]
     finished = sum(u.done for s in setups for u in units(s, cache, records) if u.kind == "rl")
     if not finished:
         lines += ["**Result so far: none.** No RL run has finished yet, so this page does not "
@@ -419,8 +457,16 @@ def report(setups: list[Setup], cache: Path, command: str, out: Path,
                   f"{s.steps} steps × {s.tasks_per_step} tasks × {s.group_size} rollouts, "
                   f"lr {s.lr}, held-out evaluation on {s.eval_seeds} seeds"
                   + (f" ({s.eval_kwargs})" if s.eval_kwargs else "")
+                  + (f" sampled at T={s.eval_temperature}" if s.eval_temperature else "")
                   + f" every {s.eval_every} steps.", ""]
         lines += sft_lines(s, next(u for u in all_units if u.kind == "sft"))
+        warm = next((u for u in all_units if u.kind == "warmth"), None)
+        if warm is not None and warm.done:
+            r = warm.result()
+            lines += [f"**Sampled at T={r['temperature']}** (the policy RL trains, and how "
+                      "this env's held-out success is measured): tuning-seed success "
+                      f"{r['tuning_success']:.0%} over {r['episodes']} seeds"
+                      + ("; this is what the band is judged on." if s.band else "."), ""]
         rev = next((u for u in all_units if u.kind == "revisits"), None)
         if rev is not None and rev.done:
             r = rev.result()
@@ -428,8 +474,8 @@ def report(setups: list[Setup], cache: Path, command: str, out: Path,
             lines += [f"**State revisits** ({r['groups']} groups of {r['group_size']} rollouts "
                       f"of the SFT model at T=1, {r['steps']} steps; success "
                       f"{r['train_success_t1']:.0%}): share of steps whose HGPO level-k group "
-                      f"has another member: {shares}. Level 1 is GiGPO's anchor-state group.",
-                      ""]
+                      f"has another member: {shares}. Level 1 is GiGPO's anchor-state group"
+                      + (f"; {r['note']}" if r.get("note") else "") + ".", ""]
         rl = [u for u in all_units if u.kind == "rl"]
         done = [u for u in rl if u.done]
         if done:
@@ -453,8 +499,9 @@ def sft_lines(s: Setup, sft: Unit) -> list[str]:
                  f"({r['samples']:.0f} steps), {s.sft_epochs} epoch(s), lr {s.sft_lr}, "
                  f"batch {s.sft_batch}: {where} success {r['tuning_success_before']:.0%}"
                  f" → {r['tuning_success_after']:.0%} ({r['wall_seconds'] / 60:.0f} min, "
-                 f"{r['machine']}).", ""]
-        if s.band is not None and not s.band[0] <= r["tuning_success_after"] <= s.band[1]:
+                 f"{r['machine']})" + (f"; {r['note']}" if r.get("note") else "") + ".", ""]
+        if s.band is not None and not s.eval_temperature \
+                and not s.band[0] <= r["tuning_success_after"] <= s.band[1]:
             lines += [f"That is outside the {s.band[0]:.0%}–{s.band[1]:.0%} band of greedy "
                       "tuning-seed success this study starts RL from: with fewer "
                       "successes, most groups carry no reward difference to learn from; "

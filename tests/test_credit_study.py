@@ -31,6 +31,7 @@ def test_cache_keys_do_not_move(study):
     """A finished unit is found again only while its key stays the same: new Setup fields
     must not change the keys of setups that do not set them."""
     assert study.SETUPS["sokoban"].sft_key() == "sft-9bbc6798"
+    assert study.SETUPS["frozenlake"].sft_key() == "sft-f4635710"  # eval settings not in it
 
 
 def test_units_per_env(study, tmp_path):
@@ -46,13 +47,19 @@ def test_units_per_env(study, tmp_path):
 
 
 def test_swe_does_not_wait_on_the_band_but_the_others_do(study, tmp_path):
-    for name, success, warm in (("swe", 0.0, True), ("frozenlake", 0.0, False),
-                                ("frozenlake", 0.3, True)):
-        setup = study.SETUPS[name]
-        sft = next(u for u in study.units(setup, tmp_path) if u.kind == "sft")
-        sft.record.parent.mkdir(parents=True, exist_ok=True)
-        sft.record.write_text(json.dumps({"tuning_success_after": success}))
-        assert study.warm_enough(setup, tmp_path) is warm, (name, success)
+    """Sokoban is judged on the SFT model's greedy success, FrozenLake (measured sampled) on
+    its ``warmth`` unit's, SWE not at all."""
+    for name, success, warm in (("swe", 0.0, True), ("sokoban", 0.0, False),
+                                ("sokoban", 0.3, True), ("frozenlake", 0.0, False),
+                                ("frozenlake", 0.25, True)):
+        every = {u.kind: u for u in study.units(study.SETUPS[name], tmp_path / name)}
+        for kind in ("sft", "warmth"):
+            if kind in every:
+                every[kind].record.parent.mkdir(parents=True, exist_ok=True)
+                every[kind].record.write_text(json.dumps(
+                    {"tuning_success_after": 0.0 if kind == "sft" and name == "frozenlake"
+                     else success, "tuning_success": success}))
+        assert study.warm_enough(study.SETUPS[name], tmp_path / name) is warm, (name, success)
 
 
 def test_page_with_nothing_finished_says_so(study, tmp_path):
@@ -69,7 +76,8 @@ def test_records_live_apart_from_the_cache_and_lost_files_are_made_again(study, 
     missing so the study makes them again before that unit."""
     cache, records = tmp_path / "cache", tmp_path / "records"
     every = list(study.units(study.SETUPS["frozenlake"], cache, records))
-    demos, sft, revisits, first_rl = every[:4]
+    demos, sft, warmth, revisits, first_rl = every[:5]
+    assert warmth.kind == "warmth" and revisits.kind == "revisits"
     assert sft.record == records / "frozenlake" / f"{sft.folder.name}.json"
     assert first_rl.record.parent == records / "frozenlake" / "rl"
     for unit in (demos, sft):
@@ -82,3 +90,4 @@ def test_records_live_apart_from_the_cache_and_lost_files_are_made_again(study, 
     (sft.folder / "model").mkdir(parents=True)
     assert study.needed_files(first_rl, every) is None
     assert study.needed_files(revisits, every) is None
+    assert study.needed_files(warmth, every) is None

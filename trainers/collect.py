@@ -85,7 +85,9 @@ def _one_env(config: TrainConfig, entry: EnvMixEntry) -> TrainConfig:
 
 async def evaluate_mix(config: TrainConfig, policy: Policy, runner: Runner | None = None
                        ) -> dict[str, float]:
-    """Greedy held-out evaluation of every env of a mix that has ``eval_seeds``.
+    """Held-out evaluation of every env of a mix that has ``eval_seeds``.
+
+    Each env at its own ``eval_temperature`` (0 = greedy).
 
     Returns:
         ``env/<label>/eval/success_rate`` and ``.../reward_mean`` per env (rewards before
@@ -94,7 +96,8 @@ async def evaluate_mix(config: TrainConfig, policy: Policy, runner: Runner | Non
     entries = [e for e in config.envs if e.eval_seeds]
     done = await asyncio.gather(*(
         collect(_one_env(config, e), policy,
-                range(e.eval_first_seed, e.eval_first_seed + e.eval_seeds), 1, 0.0, seed=0,
+                range(e.eval_first_seed, e.eval_first_seed + e.eval_seeds), 1,
+                e.eval_temperature, seed=0,
                 evaluation=True, runner=runner) for e in entries))
     out: dict[str, float] = {}
     every: list[Trajectory] = []

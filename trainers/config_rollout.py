@@ -34,6 +34,15 @@ class EnvConfig:
     """First held-out seed (kept far from the training seeds)."""
     eval_kwargs: dict[str, Any] = field(default_factory=dict)
     """Merged over ``kwargs`` for the held-out evaluation (e.g. ``{split: test}``)."""
+    eval_temperature: float = 0.0
+    """Sampling temperature of the held-out evaluation: 0 = greedy; above 0 it measures the
+    sampling policy that training improves (each evaluation draws with the same sampling
+    seed, so it repeats exactly)."""
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.eval_temperature < float("inf"):
+            raise ConfigError(f"env.eval_temperature must be >= 0 (0 = greedy), got "
+                              f"{self.eval_temperature}; e.g. env.eval_temperature=1.0")
 
 
 @dataclass(frozen=True)
@@ -71,6 +80,7 @@ class EnvMixEntry(EnvConfig):
         return self.name or self.id
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         where = f"envs entry {self.label!r}"
         if not (self.weight > 0 and math.isfinite(self.weight)):
             raise ConfigError(f"{where}: weight must be > 0, got {self.weight}")

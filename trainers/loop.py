@@ -309,7 +309,9 @@ async def evaluate(run: Run) -> dict[str, float]:
 @torch.no_grad()
 async def evaluate_held_out(config: TrainConfig, policy: TransformersPolicy,
                             runner: Any = None, step: int | None = None) -> dict[str, float]:
-    """Greedy success rate and mean reward on the ``env.eval_seeds`` held-out seeds.
+    """Success rate and mean reward on the ``env.eval_seeds`` held-out seeds.
+
+    Greedy, or sampled at ``env.eval_temperature``.
 
     With ``step``, each task's outcome is kept in the run folder (:mod:`.heldout`), and
     after the first step the gain over the evaluation before training comes with its
@@ -321,7 +323,7 @@ async def evaluate_held_out(config: TrainConfig, policy: TransformersPolicy,
     if not cfg.eval_seeds:
         return {}
     seeds = range(cfg.eval_first_seed, cfg.eval_first_seed + cfg.eval_seeds)
-    trajs = [x for x in await collect(config, policy, seeds, 1, 0.0, seed=0,
+    trajs = [x for x in await collect(config, policy, seeds, 1, cfg.eval_temperature, seed=0,
                                       evaluation=True, runner=runner) if x.scorable]
     n = max(len(trajs), 1)
     out = {"eval/success_rate": sum(map(succeeded, trajs)) / n,
