@@ -23,8 +23,9 @@ SWE compares reward accumulation instead of estimators: GRPO with G-RA (``gated`
 modification and resolve rates per step; it needs Docker and does not wait on the band.
 
 Every unit runs as a subprocess of the CLI, keyed by env, estimator, seed and budget. Its
-files (rollouts, checkpoints, models) go under ``--cache`` (default ``runs/credit_study``,
-outside git); its result, a small JSON file, goes under ``--records`` (default
+files (rollouts, checkpoints, models) go under ``--cache`` (default
+``~/.cache/agentgym/credit_study``, outside the clone, so a new clone on the same machine
+finds them); its result, a small JSON file, goes under ``--records`` (default
 ``benchmarks/credit_study/``, committed), so finished units carry over to a fresh clone and
 are never redone. An interrupted unit resumes from its last checkpoint (``--resume``;
 checkpoints are resumable and saved every step). Where a finished unit's files are needed
@@ -56,6 +57,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORDS = ROOT / "benchmarks" / "credit_study"  # finished units' results, committed
+CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "agentgym" \
+    / "credit_study"
 ESTIMATORS = ("grpo", "gigpo", "hgpo", "salt")
 SEEDS = (0, 1, 2)
 DEFAULT_ENVS = "sokoban,frozenlake,swe"
@@ -442,11 +445,17 @@ def report(setups: list[Setup], cache: Path, command: str, out: Path,
              "estimator under one budget and the same seeds. Held-out success is on seeds "
              f"{HELD_OUT_FIRST_SEED:,}+, greedy unless an env's section says it is sampled; "
              f"the SFT amount is judged on tuning seeds {TUNING_FIRST_SEED:,}+ only.", ""]
-    finished = sum(u.done for s in setups for u in units(s, cache, records) if u.kind == "rl")
+    rl = [u for s in setups for u in units(s, cache, records) if u.kind == "rl"]
+    finished = sum(u.done for u in rl)
     if not finished:
         lines += ["**Result so far: none.** No RL run has finished yet, so this page does not "
                   "yet say whether step-level credit beats GRPO here; the units below continue "
                   "with the command above (the cache resumes them).", ""]
+    elif finished < len(rl):
+        lines += [f"**Result so far: incomplete.** {finished} of {len(rl)} RL runs have "
+                  "finished; with fewer than three seeds of every estimator on an env, its "
+                  "table below shows single runs, and this page draws no comparison from them "
+                  "yet. The command above continues the rest.", ""]
     for s in setups:
         all_units = list(units(s, cache, records))
         title = (f"G-RA against direct accumulation: {s.env_id}" if s.band is None
@@ -616,7 +625,7 @@ def run_setup(setup: Setup, every: list[Unit], args: argparse.Namespace, end: fl
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--envs", default=DEFAULT_ENVS)
-    parser.add_argument("--cache", type=Path, default=ROOT / "runs" / "credit_study",
+    parser.add_argument("--cache", type=Path, default=CACHE,
                         help="rollouts, checkpoints and models (large, not committed)")
     parser.add_argument("--records", type=Path, default=RECORDS,
                         help="finished units' results (small JSON, committed)")

@@ -36,8 +36,8 @@ class EnvConfig:
     """Merged over ``kwargs`` for the held-out evaluation (e.g. ``{split: test}``)."""
     eval_temperature: float = 0.0
     """Sampling temperature of the held-out evaluation: 0 = greedy; above 0 it measures the
-    sampling policy that training improves (each evaluation draws with the same sampling
-    seed, so it repeats exactly)."""
+    sampling policy that training improves (every evaluation samples with the same seed, so
+    the same weights draw the same way)."""
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.eval_temperature < float("inf"):

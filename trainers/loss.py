@@ -267,21 +267,35 @@ def _shared_prefix(rows: list[list[int]], sel: torch.Tensor) -> int:
 
 def _batched_suffixes_cheaper(model: Any, tree_tokens: int, shared: int, lengths: list[int],
                               sel: torch.Tensor) -> bool:
-    """Whether the shared prefix once + the rows' rest as a batch beats the prefix tree.
+    """Whether the shared prefix once + the rows' rests as padded batches beats the tree.
 
     Cost in token-forwards: a token's linear layers cost ~ 24·h² per layer, attending to one
-    more token ~ 4·h, so a pair costs 1/(6h) of a token. The tree attends densely (N²); the
-    batch pads each row's rest to the longest and scores only the last columns.
+    more token ~ 4·h, so a pair costs 1/(6h) of a token. The tree attends densely (N²); each
+    batch of rests (:func:`_length_buckets`) pads to its longest and attends to the prefix.
     """
     config = getattr(model, "config", None)
     hidden = getattr(config, "hidden_size", None)
     if shared == 0 or hidden is None or len(lengths) < 2 or not _takes_logits_to_keep(model):
         return False
-    rest = max(lengths) - shared  # padded suffix length S
     pair = 1.0 / (6 * hidden)
+    rests = [n - shared for n in lengths]
     tree_cost = tree_tokens + pair * tree_tokens ** 2
-    batch_cost = shared + len(lengths) * rest * (1 + pair * (shared + rest))
+    batch_cost = shared
+    for bucket in _length_buckets(rests):
+        longest = max(rests[r] for r in bucket)  # padded rest length S of this batch
+        batch_cost += len(bucket) * longest * (1 + pair * (shared + longest))
     return batch_cost < tree_cost and _kept_columns(lengths, sel) <= 64
+
+
+def _length_buckets(rests: list[int]) -> list[list[int]]:
+    """Row indices in batches of similar rest length (little padding), shortest first."""
+    buckets: list[list[int]] = []
+    for r in sorted(range(len(rests)), key=lambda i: (rests[i], i)):
+        if buckets and rests[r] <= 1.25 * rests[buckets[-1][0]] + 16:
+            buckets[-1].append(r)
+        else:
+            buckets.append([r])
+    return buckets
 
 
 def _kept_columns(lengths: list[int], sel: torch.Tensor) -> int:
@@ -295,32 +309,43 @@ def _prefix_batched_logprobs(model: Any, input_ids: torch.Tensor, lengths: list[
                              ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probs with the rows' common prefix run once and its keys/values shared.
 
-    The prefix runs as one row (gradients kept); its cache is repeated for the B rows, whose
-    rests are left-padded to end at one column (pads masked, positions continued from the
-    prefix), so every scored column falls in the last ``keep`` columns.
+    The prefix runs as one row (gradients kept). Rows of similar length then run as padded
+    batches, each with the prefix's keys and values expanded to its rows: a row's rest is
+    left-padded to end at the batch's last column (pads masked, positions continued from
+    the prefix), so every scored column falls in the last ``keep`` columns.
     """
+    from transformers import DynamicCache
+
     device = input_ids.device
-    b = len(lengths)
-    rest = max(lengths) - shared
+    argument = _cache_argument(model)
+    prefix = getattr(model(input_ids=input_ids[:1, :shared], use_cache=True), argument)
     keep = _kept_columns(lengths, sel)
-    out = model(input_ids=input_ids[:1, :shared], use_cache=True)
-    cache = getattr(out, _cache_argument(model))
-    cache.batch_repeat_interleave(b)  # (1, ...) -> (B, ...) keys and values, differentiable
-    ids = torch.zeros((b, rest), dtype=input_ids.dtype, device=device)  # (B, S) left-padded
-    attn = torch.zeros((b, shared + rest), dtype=torch.long, device=device)
-    attn[:, :shared] = 1
-    pos = torch.zeros((b, rest), dtype=torch.long, device=device)
-    for r, n in enumerate(lengths):
-        pad = rest - (n - shared)
-        ids[r, pad:] = input_ids[r, shared:n]
-        attn[r, shared + pad:] = 1
-        pos[r, pad:] = torch.arange(shared, n, device=device)
-    logits = model(input_ids=ids, attention_mask=attn, position_ids=pos, use_cache=True,
-                   logits_to_keep=keep, **{_cache_argument(model): cache}).logits  # (B, keep, V)
-    rows, cols = sel.nonzero(as_tuple=True)  # target input_ids[r, j+1] is predicted by token j
-    ends = torch.tensor(lengths, device=device)[rows]
-    picked = logits[rows, keep - 1 - (ends - 1 - cols)]  # (N, V); a row's end is column keep-1
-    logp, ent = _TokenLogSoftmax.apply(picked, input_ids[rows, cols + 1], scale, with_entropy)
+    picked, where_rows, where_cols = [], [], []
+    for bucket in _length_buckets([n - shared for n in lengths]):
+        b, rest = len(bucket), max(lengths[r] for r in bucket) - shared
+        cache = DynamicCache()
+        for i, layer in enumerate(prefix.layers):  # (1, heads, P, d) -> (b, heads, P, d)
+            cache.update(layer.keys.expand(b, -1, -1, -1), layer.values.expand(b, -1, -1, -1), i)
+        ids = torch.zeros((b, rest), dtype=input_ids.dtype, device=device)  # (b, S) left-padded
+        attn = torch.zeros((b, shared + rest), dtype=torch.long, device=device)
+        attn[:, :shared] = 1
+        pos = torch.zeros((b, rest), dtype=torch.long, device=device)
+        for j, r in enumerate(bucket):
+            pad = rest - (lengths[r] - shared)
+            ids[j, pad:] = input_ids[r, shared:lengths[r]]
+            attn[j, shared + pad:] = 1
+            pos[j, pad:] = torch.arange(shared, lengths[r], device=device)
+        logits = model(input_ids=ids, attention_mask=attn, position_ids=pos, use_cache=True,
+                       logits_to_keep=keep, **{argument: cache}).logits  # (b, keep, V)
+        mine = sel[bucket]  # (b, T-1)
+        rows, cols = mine.nonzero(as_tuple=True)  # row j's target [r, c+1] comes from token c
+        ends = torch.tensor([lengths[r] for r in bucket], device=device)[rows]
+        picked.append(logits[rows, keep - 1 - (ends - 1 - cols)])  # a row ends at keep-1
+        where_rows.append(torch.tensor(bucket, device=device)[rows])
+        where_cols.append(cols)
+    rows, cols = torch.cat(where_rows), torch.cat(where_cols)
+    logp, ent = _TokenLogSoftmax.apply(torch.cat(picked), input_ids[rows, cols + 1], scale,
+                                       with_entropy)
 
     def place(values: torch.Tensor) -> torch.Tensor:  # (N,) -> (B, T-1), zeros elsewhere
         full = torch.zeros(sel.shape, dtype=values.dtype, device=values.device)

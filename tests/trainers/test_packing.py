@@ -146,6 +146,13 @@ def test_a_long_shared_prompt_runs_once_before_a_batch_of_the_rest(monkeypatch, 
     tree's dense N × N mask); log-probs and gradients are the unpacked ones."""
     rng = np.random.default_rng(6)
     samples = group_samples(rng, "a", prompt_len=300, size=6)
+    prompt = list(samples[0].input_ids[:300])
+    for i, extra in enumerate((60, 90)):  # later turns: an observation before the action
+        rest = tokens(rng, extra)
+        samples.append(Sample(f"a-obs{i}", "a", 1, tuple(prompt + rest + tokens(rng, 4)),
+                              300 + extra, 0.5, (-1.0,) * 4))
+    rests = [s.length - 299 for s in samples]
+    assert len(loss_module._length_buckets(rests)) == 2  # short rests, then the long ones
     model = tiny_llama()
     calls = []
     batched = loss_module._prefix_batched_logprobs
