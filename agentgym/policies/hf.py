@@ -28,8 +28,8 @@ at the next decoded token, and a batch with no caller left stops, so no decoding
 its callers; :meth:`TransformersPolicy.aclose` stops the batch in progress the same way.
 
 **Threads.** On CPU, torch's intra-op threads are capped at the CPUs this process may use
-(its affinity and cgroup quota, :func:`machine_threads`): more threads than cores only
-contend.
+(its affinity and cgroup quota, :func:`machine_threads`), less the CPUs other work keeps
+busy right now: more threads than free cores only contend.
 
 **Token conventions** (the trainer relies on them):
 
@@ -58,6 +58,7 @@ import asyncio
 import math
 import os
 import threading
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -77,8 +78,8 @@ try:
 except ImportError as exc:  # this module is imported only when the backend is used
     raise MissingExtraError(exc.name or "torch", "train", "The transformers backend") from exc
 
-__all__ = ["GenerationStats", "PolicyClosedError", "TransformersPolicy", "completion_logprobs",
-           "machine_threads", "sample_next"]
+__all__ = ["GenerationStats", "PolicyClosedError", "TransformersPolicy", "busy_cpus",
+           "completion_logprobs", "machine_threads", "sample_next"]
 
 
 class PolicyClosedError(AgentGymError, RuntimeError):
@@ -376,10 +377,10 @@ def machine_threads() -> int:
     """CPU threads that fit this machine now: the CPUs this process may use, less busy ones.
 
     The CPUs are the process's affinity, capped by a cgroup v2 CPU quota; from them, the
-    one-minute load average of other work is taken off (at least one thread is left). On a
-    shared machine, more threads than free cores make every decode step wait for the
-    slowest thread: measured with a tiny model on 2 cores under a load of 30, 2 threads
-    took 14x as long as 1.
+    CPUs that other work keeps busy (:func:`busy_cpus`) are taken off (at least one thread
+    is left). On a shared machine, more threads than free cores make every decode step wait
+    for the slowest thread: measured with a tiny model on 2 cores under a load of 30, 2
+    threads took 14x as long as 1.
     """
     n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     n = max(1, n or 1)
@@ -389,8 +390,33 @@ def machine_threads() -> int:
             n = min(n, max(1, math.ceil(int(quota) / int(period))))
     except (OSError, ValueError):
         pass
+    return max(1, min(n, round(n - busy_cpus() + 0.49)))
+
+
+def busy_cpus(seconds: float = 0.2) -> float:
+    """How many CPUs are busy right now: sampled from ``/proc/stat`` over ``seconds``.
+
+    Not the load average: it decays over a minute, so a job started right after another
+    ended still counted that one (measured: each unit of a study run one after another got
+    1 thread of 2 and ran at half speed). Where ``/proc/stat`` cannot be read, the
+    one-minute load average is the estimate.
+    """
     try:
-        busy = os.getloadavg()[0]
-    except OSError:
-        busy = 0.0
-    return max(1, min(n, round(n - busy + 0.49)))
+        first = _cpu_times()
+        time.sleep(seconds)
+        second = _cpu_times()
+    except (OSError, ValueError, IndexError):
+        try:
+            return os.getloadavg()[0]
+        except OSError:
+            return 0.0
+    total = sum(second) - sum(first)
+    idle = (second[3] + second[4]) - (first[3] + first[4])  # idle + iowait
+    cpus = os.cpu_count() or 1
+    return cpus * (1.0 - idle / total) if total > 0 else 0.0
+
+
+def _cpu_times() -> list[int]:
+    """The machine's summed CPU times (the ``cpu`` line of ``/proc/stat``), in ticks."""
+    line = Path("/proc/stat").read_text().splitlines()[0]
+    return [int(x) for x in line.split()[1:]]

@@ -13,6 +13,7 @@ pytest.importorskip("torch")
 
 from agentgym import Message  # noqa: E402
 from agentgym.errors import ConfigError  # noqa: E402
+from agentgym.policies import hf  # noqa: E402
 from agentgym.policies.base import GenerationRequest, SamplingParams  # noqa: E402
 from agentgym.policies.hf import TransformersPolicy, machine_threads  # noqa: E402
 from agentgym.policies.kv_cache import PrefixStore  # noqa: E402
@@ -167,9 +168,9 @@ def test_thread_count_fits_the_machine(model: Any, tokenizer: Any,
     import torch
 
     cpus = len(os.sched_getaffinity(0))
-    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    monkeypatch.setattr(hf, "busy_cpus", lambda: 0.0)
     assert machine_threads() == cpus  # idle: every CPU
-    monkeypatch.setattr(os, "getloadavg", lambda: (30.0, 30.0, 30.0))
+    monkeypatch.setattr(hf, "busy_cpus", lambda: 30.0)
     assert machine_threads() == 1  # oversubscribed by others: one thread
     before = torch.get_num_threads()
     try:
@@ -229,3 +230,18 @@ async def test_a_cancelled_request_stops_during_a_long_prefill(
         await asyncio.sleep(0.3)
         assert policy.stats.forward_passes == passes < 750
         assert policy.stats.completion_tokens == 0
+
+
+def test_busy_cpus_reads_the_cpus_busy_now_not_the_load_average(monkeypatch: pytest.MonkeyPatch
+                                                                 ) -> None:
+    """A job that just ended still weighs on the one-minute load average, not on /proc/stat."""
+    import os
+
+    monkeypatch.setattr(os, "getloadavg", lambda: (1.7, 1.2, 0.9))  # the job just ended
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    # cpu line: user nice system idle iowait irq softirq steal; 100 ticks between samples
+    samples = iter([[1000, 0, 100, 5000, 10, 0, 0, 0], [1010, 0, 105, 5084, 11, 0, 0, 0]])
+    monkeypatch.setattr(hf, "_cpu_times", lambda: next(samples))
+    assert hf.busy_cpus(seconds=0.0) == pytest.approx(2 * 0.15)  # 15 of 100 ticks busy
+    monkeypatch.setattr(hf, "_cpu_times", lambda: (_ for _ in ()).throw(OSError("no /proc")))
+    assert hf.busy_cpus(seconds=0.0) == 1.7  # no /proc/stat: the load average
