@@ -506,7 +506,7 @@ def sft_lines(s: Setup, sft: Unit) -> list[str]:
         r = sft.result()
         lines = [f"**SFT warm start**: {s.expert_episodes} expert episodes "
                  f"({r['samples']:.0f} steps), {s.sft_epochs} epoch(s), lr {s.sft_lr}, "
-                 f"batch {s.sft_batch}: {where} success {r['tuning_success_before']:.0%}"
+                 f"batch {s.sft_batch}: greedy {where} success {r['tuning_success_before']:.0%}"
                  f" → {r['tuning_success_after']:.0%} ({r['wall_seconds'] / 60:.0f} min, "
                  f"{r['machine']})" + (f"; {r['note']}" if r.get("note") else "") + ".", ""]
         if s.band is not None and not s.eval_temperature \
