@@ -40,100 +40,42 @@ records, saying which units are still missing.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import math
-import os
-import platform
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import yaml
-
-ROOT = Path(__file__).resolve().parents[1]
-RECORDS = ROOT / "benchmarks" / "credit_study"  # finished units' results, committed
-CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "agentgym" \
-    / "credit_study"
-ESTIMATORS = ("grpo", "gigpo", "hgpo", "salt")
-SEEDS = (0, 1, 2)
-DEFAULT_ENVS = "sokoban,frozenlake,swe"
-TUNING_FIRST_SEED = 500_000
-BAND = (0.15, 0.60)  # greedy tuning-seed success of the SFT model that RL starts from
-HELD_OUT_FIRST_SEED = 1_000_000
-SWE_RATES = ("completion_rate", "modification_rate", "resolve_rate")  # per training step
-
-
-@dataclass(frozen=True)
-class Setup:
-    """One env of the study: its id, demonstrations, SFT amount and RL budget."""
-
-    name: str
-    env_id: str
-    kwargs: dict[str, Any]
-    max_turns: int
-    max_tokens: int
-    expert_episodes: int
-    sft_epochs: int = 1
-    sft_lr: float = 5e-5
-    sft_batch: int = 16
-    steps: int = 8
-    tasks_per_step: int = 2
-    group_size: int = 4
-    history_length: int = 1
-    eval_seeds: int = 24
-    eval_every: int = 4
-    lr: float = 1e-5
-    estimators: tuple[str, ...] = ESTIMATORS
-    seeds: tuple[int, ...] = SEEDS
-    model: str = "smollm2"
-    device: str = "cpu"
-    dtype: str = "float32"
-    # the SWE comparison: G-RA against direct accumulation under one estimator
-    accumulations: tuple[str, ...] = ("none",)
-    band: tuple[float, float] | None = BAND  # None: RL does not wait on the SFT success
-    eval_kwargs: dict[str, Any] | None = None  # merged over kwargs for every evaluation
-    # held-out success sampled at this temperature instead of greedy: the policy RL trains;
-    # the band is then judged by a ``warmth`` unit (the SFT model sampled on tuning seeds)
-    eval_temperature: float | None = None
-    rollout_options: dict[str, Any] | None = None  # more rollout fields (SFT and RL)
-    optim_options: dict[str, Any] | None = None  # more RL optimizer fields
-
-    def _extra(self) -> dict[str, Any]:
-        # only fields that are set, so the cache keys of setups without them never change
-        return {k: getattr(self, k) for k in ("eval_kwargs", "rollout_options",
-                                              "optim_options") if getattr(self, k)}
-
-    def budget(self) -> dict[str, Any]:
-        """What makes two RL runs comparable (part of every RL cache key)."""
-        return {**{k: getattr(self, k) for k in ("steps", "tasks_per_step", "group_size",
-                                                 "history_length", "max_turns", "max_tokens",
-                                                 "eval_seeds", "eval_every", "lr")},
-                **self._extra(), **self._sampled()}
-
-    def _sampled(self) -> dict[str, Any]:
-        # not part of the SFT key: how a model is evaluated does not change the model
-        return {"eval_temperature": self.eval_temperature} if self.eval_temperature else {}
-
-    def sft_key(self) -> str:
-        fields = {k: getattr(self, k) for k in ("model", "env_id", "kwargs", "max_turns",
-                                                "expert_episodes", "sft_epochs", "sft_lr",
-                                                "sft_batch", "history_length", "max_tokens")}
-        return "sft-" + _hash({**fields, **self._extra()})
-
+from credit_units import (
+    BAND,
+    CACHE,
+    DEFAULT_ENVS,
+    HELD_OUT_FIRST_SEED,
+    RECORDS,
+    ROOT,
+    SWE_RATES,
+    TUNING_FIRST_SEED,
+    Setup,
+    Unit,
+    machine,
+    metrics,
+    needed_files,
+    run_unit,
+    units,
+    variant_name,
+    warm_enough,
+)
 
 SETUPS = {
     "sokoban": Setup("sokoban", "agentgym/Sokoban-v0", {"max_steps_generation": 10},
                      max_turns=8, max_tokens=24, expert_episodes=100),
-    # a short warm start: a policy that ignores the board ("down, right" repeated) already
-    # wins 26% of tuning seeds, so learning the format lands in the band, and what RL can
-    # add is reading the board
-    # Greedy play of that model repeats one move (0%), so success is measured sampled at
-    # T=1, the policy RL trains; held-out evaluation before and after only, to fit the time
+    # a short warm start: a policy that ignores the board ("down, right" repeated) wins 26%
+    # of tuning seeds, so the format and the mix of moves put a model in the band, and what
+    # RL can add is reading the board; greedy play of that model repeats one move (0%), so
+    # success is measured sampled at T=1, the policy RL trains; held-out evaluation before
+    # and after only, to fit the time
     "frozenlake": Setup("frozenlake", "textarena/FrozenLake-v0", {}, max_turns=10,
                         max_tokens=8, expert_episodes=30, sft_batch=8, eval_temperature=1.0,
                         eval_every=8),
@@ -155,268 +97,6 @@ def scaled(setup: Setup) -> Setup:
     return replace(setup, steps=setup.steps * 4, tasks_per_step=setup.tasks_per_step * 4,
                    group_size=8, eval_seeds=128, expert_episodes=setup.expert_episodes * 4,
                    device="cuda", dtype="bfloat16")
-
-
-def _hash(data: Any) -> str:
-    return hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()[:8]
-
-
-def _write_json(path: Path, data: Any) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, path)
-
-
-def _metrics(run: Path) -> list[dict[str, Any]]:
-    path = run / "metrics.jsonl"
-    return [json.loads(x) for x in path.read_text().splitlines()] if path.is_file() else []
-
-
-def _cli(args: list[str], limit_s: float) -> bool:
-    """Run ``agentgym ARGS``; False when it ran out of time (it resumes on the next call)."""
-    try:
-        subprocess.run([sys.executable, "-m", "agentgym.cli", *args], cwd=ROOT, check=True,
-                       timeout=limit_s)
-    except subprocess.TimeoutExpired:
-        print(f"stopped at the time limit; the next call resumes: agentgym {' '.join(args)}")
-        return False
-    return True
-
-
-def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        cpu = next(x.split(":", 1)[1].strip() for x in Path("/proc/cpuinfo").read_text()
-                   .splitlines() if x.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return f"{cpu}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}"
-
-
-# ----------------------------------------------------------------------------------- units
-
-def variant_name(estimator: str, accumulation: str) -> str:
-    """How the page names an RL run: the estimator, and the accumulation when there is one."""
-    return estimator if accumulation == "none" else f"{estimator} {accumulation}"
-
-
-@dataclass(frozen=True)
-class Unit:
-    """One cached piece of work."""
-
-    setup: Setup
-    kind: str  # demos | sft | revisits | rl
-    folder: Path
-    record: Path  # its result (JSON); the unit is finished when this file exists
-    estimator: str = ""
-    seed: int = 0
-    accumulation: str = "none"  # algorithm.reward_accumulation of an RL run
-
-    @property
-    def variant(self) -> str:
-        return variant_name(self.estimator, self.accumulation)
-
-    @property
-    def done(self) -> bool:
-        return self.record.is_file()
-
-    def result(self) -> dict[str, Any]:
-        return json.loads(self.record.read_text())
-
-
-def units(setup: Setup, cache: Path, records: Path | None = None) -> Iterator[Unit]:
-    """Every unit of ``setup`` in order; ``records`` defaults to the cache itself."""
-    records = cache if records is None else records
-
-    def unit(rel: str, kind: str, *rl: Any) -> Unit:
-        return Unit(setup, kind, cache / setup.name / rel,
-                    records / setup.name / f"{rel}.json", *rl)
-
-    sft = setup.sft_key()
-    yield unit(f"demos-{setup.expert_episodes}", "demos")
-    yield unit(sft, "sft")
-    if setup.eval_temperature:
-        yield unit(f"{sft}/warmth-{_hash([setup.eval_temperature, setup.eval_seeds])}", "warmth")
-    if setup.accumulations == ("none",):  # HGPO's groups; G-RA's comparison has none
-        yield unit(f"{sft}/revisits", "revisits")
-    for seed in setup.seeds:  # seeds outer: every estimator gets seed 0 before any gets seed 1
-        for estimator in setup.estimators:
-            for acc in setup.accumulations:
-                name = estimator if acc == "none" else f"{estimator}-{acc}"
-                yield unit(f"rl/{name}-seed{seed}-{_hash([sft, setup.budget()])}", "rl",
-                           estimator, seed, acc)
-
-
-def needed_files(unit: Unit, all_units: list[Unit]) -> Unit | None:
-    """The finished unit whose files ``unit`` reads and the cache has lost, if any."""
-    by_kind = {u.kind: u for u in all_units if u.kind in ("demos", "sft")}
-    if unit.kind == "sft" and not (by_kind["demos"].folder / "expert.jsonl").is_file():
-        return by_kind["demos"]
-    if unit.kind in ("warmth", "revisits", "rl") and not (by_kind["sft"].folder /
-                                                          "model").is_dir():
-        return by_kind["sft"]
-    return None
-
-
-def run_unit(unit: Unit, cache: Path, limit_s: float) -> bool:
-    """Do (or go on with) one unit; True when it finished (its record is then written).
-
-    A unit run again only for its files (its record exists) keeps its record; a result
-    that differs from it is printed.
-    """
-    s, folder = unit.setup, unit.folder
-    folder.mkdir(parents=True, exist_ok=True)
-    sft_dir = cache / s.name / s.sft_key()
-    demos = cache / s.name / f"demos-{s.expert_episodes}" / "expert.jsonl"
-    env = {"id": s.env_id, "kwargs": s.kwargs, "max_turns": s.max_turns,
-           **({"eval_kwargs": s.eval_kwargs} if s.eval_kwargs else {})}
-    rollout = {"context": "window", "history_length": s.history_length,
-               "max_tokens": s.max_tokens, **(s.rollout_options or {})}
-    start = time.time()
-    if unit.kind == "demos":
-        kw = [f"--kw={k}={v}" for k, v in s.kwargs.items()]
-        ok = _cli(["rollout", s.env_id, "--policy", "expert", "--episodes",
-                   str(s.expert_episodes), "--out", str(demos), *kw], limit_s)
-        result: dict[str, Any] = {"episodes": s.expert_episodes}
-    elif unit.kind == "sft":
-        config = {"run_dir": str(folder), "save_every": 1, "resumable_checkpoints": True,
-                  "env": {**env, "eval_seeds": s.eval_seeds,
-                          "eval_first_seed": TUNING_FIRST_SEED},
-                  "rollout": rollout, "data": {"paths": [str(demos)]},
-                  "model": {"path": s.model, "device": s.device, "dtype": s.dtype},
-                  "optim": {"lr": s.sft_lr, "epochs": s.sft_epochs, "batch_size": s.sft_batch}}
-        path = folder.parent / f"{folder.name}.yaml"
-        path.write_text(yaml.safe_dump(config, sort_keys=False))
-        resume = ["--resume"] if (folder / "checkpoints").is_dir() else []
-        ok = _cli(["sft", str(path), *resume], limit_s)
-        rows = _metrics(folder)
-        result = {"tuning_success_before": rows[0].get("eval/success_rate"),
-                  "tuning_success_after": rows[-1].get("eval/success_rate"),
-                  "steps": rows[-1]["step"], "samples": rows[0].get("data/samples")}
-    elif unit.kind == "revisits":
-        ok, result = revisits(s, sft_dir / "model", folder, limit_s)
-    elif unit.kind == "warmth":
-        ok, result = warmth(s, sft_dir / "model", folder, limit_s)
-    else:
-        config = {"run_dir": str(folder / "run"), "seed": unit.seed, "steps": s.steps,
-                  "save_every": 1, "resumable_checkpoints": True, "eval_every": s.eval_every,
-                  "env": {**env, "eval_seeds": s.eval_seeds, **s._sampled(),
-                          "eval_first_seed": HELD_OUT_FIRST_SEED,
-                          "first_seed": 10_000 * unit.seed},
-                  "model": {"path": str(sft_dir / "model"), "device": s.device,
-                            "dtype": s.dtype},
-                  "rollout": {**rollout, "tasks_per_step": s.tasks_per_step,
-                              "group_size": s.group_size},
-                  "algorithm": {"estimator": unit.estimator,
-                                **({"reward_accumulation": unit.accumulation}
-                                   if unit.accumulation != "none" else {})},
-                  "optim": {"lr": s.lr, **(s.optim_options or {})}}
-        path = folder / "config.yaml"
-        path.write_text(yaml.safe_dump(config, sort_keys=False))
-        resume = ["--resume"] if (folder / "run" / "checkpoints").is_dir() else []
-        ok = _cli(["train", str(path), *resume], limit_s)
-        rows = _metrics(folder / "run")
-        curve = [(r["step"], r["eval/success_rate"]) for r in rows if "eval/success_rate" in r]
-        train_rows = [r for r in rows if "loss" in r]
-        result = {"curve": curve, "held_out_before": curve[0][1] if curve else None,
-                  "held_out_after": curve[-1][1] if curve else None,
-                  "tokens": sum(r.get("prompt_tokens", 0) + r.get("completion_tokens", 0)
-                                for r in train_rows),
-                  "train_seconds": sum(r.get("rollout_s", 0) + r.get("update_s", 0)
-                                       for r in train_rows),
-                  "train_success": [r.get("success_rate") for r in train_rows],
-                  **{rate: [r.get(rate) for r in train_rows] for rate in SWE_RATES
-                     if any(rate in r for r in train_rows)}}
-    wall = folder / "wall.json"
-    spent = (json.loads(wall.read_text())["seconds"] if wall.is_file() else 0.0)
-    spent += time.time() - start
-    _write_json(wall, {"seconds": spent, "machine": machine()})
-    if ok:
-        result = {**result, "wall_seconds": spent, "machine": machine()}
-        _write_json(folder / "result.json", result)
-        if not unit.done:
-            unit.record.parent.mkdir(parents=True, exist_ok=True)
-            _write_json(unit.record, result)
-        else:
-            changed = {k: (v, result.get(k)) for k, v in unit.result().items()
-                       if k not in ("wall_seconds", "machine") and result.get(k) != v}
-            print(f"regenerated {unit.kind} {folder.name}: "
-                  + (f"differs from its record: {changed}" if changed else "as recorded"))
-    return ok
-
-
-def revisits(s: Setup, model: Path, folder: Path, limit_s: float) -> tuple[bool, dict]:
-    """Share of steps whose level-k HGPO group has another member (k = 1 … K + 1)."""
-    out = folder / "groups.jsonl"
-    kw = [f"--kw={k}={v}" for k, v in {**s.kwargs, "max_turns": s.max_turns}.items()]
-    ok = _cli(["rollout", s.env_id, "--policy", f"hf:{model}", "--episodes",
-               str(8 * s.group_size), "--group-size", str(s.group_size), "--seed", "20000",
-               "--context", "window", "--history-length", str(s.history_length),
-               "--max-tokens", str(s.max_tokens), "--out", str(out), *kw], limit_s)
-    if not ok:
-        return False, {}
-    from agentgym.jsonl import read_trajectories
-    from agentgym.types import Group
-
-    groups = Group.from_trajectories(list(read_trajectories(out)))
-    levels = range(1, s.history_length + 2)
-    shared = dict.fromkeys(levels, 0)
-    total = 0
-    for group in groups:
-        keys = {}
-        for traj in group.scorable:
-            states = [st.state_key for st in traj.steps]
-            for t in range(len(states)):
-                for k in levels:
-                    suffix = tuple(states[max(0, t - k + 1):t + 1])
-                    if t + 1 >= k and None not in suffix:
-                        keys.setdefault((k, suffix), []).append(1)
-        for traj in group.scorable:
-            states = [st.state_key for st in traj.steps]
-            for t in range(len(states)):
-                total += 1
-                for k in levels:
-                    suffix = tuple(states[max(0, t - k + 1):t + 1])
-                    if t + 1 >= k and len(keys.get((k, suffix), ())) >= 2:
-                        shared[k] += 1
-    success = sum(bool(t.steps and t.steps[-1].result.info.get("success"))
-                  for g in groups for t in g.scorable)
-    episodes = sum(len(g.scorable) for g in groups)
-    return True, {"steps": total, "groups": len(groups), "group_size": s.group_size,
-                  "share_grouped": {str(k): shared[k] / max(total, 1) for k in levels},
-                  "train_success_t1": success / max(episodes, 1)}
-
-
-def warmth(s: Setup, model: Path, folder: Path, limit_s: float) -> tuple[bool, dict]:
-    """Tuning-seed success of the SFT model sampled at ``eval_temperature``."""
-    out = folder / "tuning.jsonl"
-    kw = [f"--kw={k}={v}" for k, v in {**s.kwargs, "max_turns": s.max_turns}.items()]
-    ok = _cli(["rollout", s.env_id, "--policy", f"hf:{model}", "--episodes",
-               str(s.eval_seeds), "--seed", str(TUNING_FIRST_SEED), "--temperature",
-               str(s.eval_temperature), "--context", "window", "--history-length",
-               str(s.history_length), "--max-tokens", str(s.max_tokens), "--out", str(out),
-               *kw], limit_s)
-    if not ok:
-        return False, {}
-    from agentgym.jsonl import read_trajectories
-
-    trajs = [t for t in read_trajectories(out) if t.scorable]
-    wins = sum(bool(t.steps and t.steps[-1].result.info.get("success")) for t in trajs)
-    return True, {"episodes": len(trajs), "temperature": s.eval_temperature,
-                  "tuning_success": wins / max(len(trajs), 1)}
-
-
-def warm_enough(setup: Setup, cache: Path, records: Path | None = None) -> bool:
-    """Whether the setup's finished SFT model is in the band RL starts from."""
-    every = {u.kind: u for u in units(setup, cache, records)}
-    sft = every["warmth"] if setup.eval_temperature else every["sft"]
-    if not sft.done:
-        return False
-    if setup.band is None:
-        return True
-    success = sft.result()["tuning_success" if setup.eval_temperature
-                           else "tuning_success_after"]
-    return setup.band[0] <= success <= setup.band[1]
 
 
 # ---------------------------------------------------------------------------------- report
@@ -518,7 +198,7 @@ def sft_lines(s: Setup, sft: Unit) -> list[str]:
                       "epochs (`--set expert_episodes=N`, `--set sft_epochs=N`, new cache "
                       "keys) move it; the RL runs below wait on it.", ""]
         return lines
-    rows = _metrics(sft.folder)
+    rows = metrics(sft.folder)
     steps = [r for r in rows if "loss" in r]
     if not steps:
         return ["**SFT warm start**: not started yet.", ""]
