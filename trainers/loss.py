@@ -336,11 +336,12 @@ def _prefix_batched_logprobs(model: Any, input_ids: torch.Tensor, lengths: list[
             attn[j, shared + pad:] = 1
             pos[j, pad:] = torch.arange(shared, lengths[r], device=device)
         logits = model(input_ids=ids, attention_mask=attn, position_ids=pos, use_cache=True,
-                       logits_to_keep=keep, **{argument: cache}).logits  # (b, keep, V)
+                       logits_to_keep=keep, **{argument: cache}).logits  # (b, K, V)
+        last = logits.shape[1] - 1  # K = min(keep, S): every row ends at column K-1
         mine = sel[bucket]  # (b, T-1)
         rows, cols = mine.nonzero(as_tuple=True)  # row j's target [r, c+1] comes from token c
         ends = torch.tensor([lengths[r] for r in bucket], device=device)[rows]
-        picked.append(logits[rows, keep - 1 - (ends - 1 - cols)])  # a row ends at keep-1
+        picked.append(logits[rows, last - (ends - 1 - cols)])
         where_rows.append(torch.tensor(bucket, device=device)[rows])
         where_cols.append(cols)
     rows, cols = torch.cat(where_rows), torch.cat(where_cols)

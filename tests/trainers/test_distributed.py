@@ -55,10 +55,12 @@ OVERRIDES = ["optim.mini_batches=2", "optim.max_tokens_per_micro_batch=32", "opt
              "rollout.temperature=1.0"]
 
 
-def _samples(model, n=7, seed=0, shared=False):
+def _samples(model, n=7, seed=0, shared=False, long_prompt=0):
     """Random sequences whose old log-probs are the model's own (ratio 1: gradients flow).
 
     ``shared``: the samples of a group start with the same prompt (what packing shares).
+    ``long_prompt``: every sample starts with one prompt of this many tokens (packing runs it
+    once before a batch of the rests).
     """
     from agentgym.trainers.update import proximal_logprobs
 
@@ -70,8 +72,11 @@ def _samples(model, n=7, seed=0, shared=False):
         ids = tuple(int(x) for x in rng.integers(1, 1000, size=length))
         if shared:
             prompt, ids = 5, prompts[i % 3] + ids[5:]
+        if long_prompt:
+            head = tuple(int(x) for x in np.random.default_rng(99).integers(1, 1000, long_prompt))
+            prompt, ids = long_prompt + prompt, head + ids
         raw.append(Sample(f"t{i}", f"g{i % 3}", 0, ids, prompt, float(rng.normal()),
-                          (0.0,) * (length - prompt)))
+                          (0.0,) * (len(ids) - prompt)))
     cfg = load_config(None, OVERRIDES)
     return proximal_logprobs(model, raw, budget=cfg.optim.max_tokens_per_micro_batch, pad_id=0,
                              device="cpu", temperature=cfg.rollout.temperature)
@@ -113,14 +118,18 @@ def test_shard_samples_partitions_and_balances_tokens():
     assert abs(loads[0] - loads[1]) <= 5  # 80 / 75
 
 
-@pytest.mark.parametrize("pack", ["false", "true"])
+@pytest.mark.parametrize("pack", ["false", "true", "long prompt"])
 def test_two_gloo_ranks_reproduce_the_single_process_update(tmp_path, tiny_model_dir, pack):
     from transformers import AutoModelForCausalLM
 
-    extra = [f"optim.pack_prefixes={pack}"]  # shared-prefix packing is exact on ranks too
+    # shared-prefix packing is exact on ranks too, as a tree or as a prompt before a batch
+    # (room for several 220-token rows in a micro-batch, or each runs alone)
+    extra = [f"optim.pack_prefixes={pack != 'false'}",
+             *(["optim.max_tokens_per_micro_batch=1024"] if pack == "long prompt" else [])]
 
     start = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
-    samples = _samples(start, shared=pack == "true")
+    samples = _samples(start, shared=pack == "true", long_prompt=200 if pack == "long prompt"
+                       else 0)
     from agentgym.trainers.batching import micro_batches
 
     order = np.random.default_rng([0, 0]).permutation(len(samples))  # the update's shuffle

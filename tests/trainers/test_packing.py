@@ -151,8 +151,11 @@ def test_a_long_shared_prompt_runs_once_before_a_batch_of_the_rest(monkeypatch, 
         rest = tokens(rng, extra)
         samples.append(Sample(f"a-obs{i}", "a", 1, tuple(prompt + rest + tokens(rng, 4)),
                               300 + extra, 0.5, (-1.0,) * 4))
+    long_answer = tokens(rng, 40)  # scored columns reach further back than short rests
+    samples.append(Sample("a-long", "a", 0, tuple(prompt + long_answer), 300, 0.1,
+                          (-1.0,) * 40))
     rests = [s.length - 299 for s in samples]
-    assert len(loss_module._length_buckets(rests)) == 2  # short rests, then the long ones
+    assert len(loss_module._length_buckets(rests)) == 3  # short rests, longer, the answer
     model = tiny_llama()
     calls = []
     batched = loss_module._prefix_batched_logprobs
