@@ -277,6 +277,11 @@ def _batched_suffixes_cheaper(model: Any, tree_tokens: int, shared: int, lengths
     hidden = getattr(config, "hidden_size", None)
     if shared == 0 or hidden is None or len(lengths) < 2 or not _takes_logits_to_keep(model):
         return False
+    if torch.distributed.is_available() and torch.distributed.is_initialized() \
+            and torch.distributed.get_world_size() > 1:
+        # FSDP gathers the weights in every forward pass, so ranks must make the same
+        # number of them; the number of batches here depends on each rank's own rows
+        return False
     pair = 1.0 / (6 * hidden)
     rests = [n - shared for n in lengths]
     tree_cost = tree_tokens + pair * tree_tokens ** 2

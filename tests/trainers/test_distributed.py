@@ -122,8 +122,9 @@ def test_shard_samples_partitions_and_balances_tokens():
 def test_two_gloo_ranks_reproduce_the_single_process_update(tmp_path, tiny_model_dir, pack):
     from transformers import AutoModelForCausalLM
 
-    # shared-prefix packing is exact on ranks too, as a tree or as a prompt before a batch
-    # (room for several 220-token rows in a micro-batch, or each runs alone)
+    # shared-prefix packing is exact on ranks too; with a long shared prompt (and room for
+    # several 220-token rows in a micro-batch) ranks keep to the tree, whose one forward pass
+    # per micro-batch keeps FSDP's gathers in step (a prompt run before batches hung here)
     extra = [f"optim.pack_prefixes={pack != 'false'}",
              *(["optim.max_tokens_per_micro_batch=1024"] if pack == "long prompt" else [])]
 
