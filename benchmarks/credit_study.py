@@ -258,22 +258,29 @@ def rates_table(s: Setup, done: list[Unit]) -> list[str]:
 
 
 def plot(s: Setup, done: list[Unit], folder: Path) -> Path:
+    """Held-out success (left) and the training rollouts' success (right) per step."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6, 3.5))
+    fig, (held, train) = plt.subplots(1, 2, figsize=(10, 3.5), sharey=True)
     for i, variant in enumerate(variants(s)):
         runs = [u for u in done if u.variant == variant]
         for u in runs:
-            curve = u.result()["curve"]
-            ax.plot(*zip(*curve, strict=True), color=f"C{i}", alpha=0.8, marker="o",
-                    label=variant if u.seed == min(x.seed for x in runs) else None)
-    ax.set_xlabel("training step")
-    ax.set_ylabel("held-out success")
-    ax.set_title(s.env_id)
-    ax.legend()
+            r = u.result()
+            label = variant if u.seed == min(x.seed for x in runs) else None
+            held.plot(*zip(*r["curve"], strict=True), color=f"C{i}", alpha=0.8, marker="o",
+                      label=label)
+            steps = range(1, len(r["train_success"]) + 1)
+            train.plot(steps, [x or 0.0 for x in r["train_success"]], color=f"C{i}",
+                       alpha=0.8, label=label)
+    held.set_xlabel("training step")
+    held.set_ylabel("success")
+    held.set_title(f"{s.env_id}: held-out")
+    train.set_xlabel("training step")
+    train.set_title("training rollouts (T=1)")
+    held.legend()
     path = folder / f"learning_{s.name}.png"
     fig.tight_layout()
     fig.savefig(path, dpi=100)
