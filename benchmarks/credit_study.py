@@ -169,6 +169,8 @@ def report(setups: list[Setup], cache: Path, command: str, out: Path,
         done = [u for u in rl if u.done]
         if done:
             lines += rl_table(s, done)
+            lines += [f"\n- {u.variant} seed {u.seed}: {u.result()['note']}." for u in done
+                      if u.result().get("note")]
             if s.band is None:
                 lines += ["", *rates_table(s, done)]
             png = plot(s, done, out.parent)
