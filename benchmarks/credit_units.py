@@ -281,16 +281,21 @@ def run_unit(unit: Unit, cache: Path, limit_s: float) -> bool:
     return ok
 
 
+def model_rollouts(s: Setup, model: Path, out: Path, limit_s: float, *args: str) -> bool:
+    """``agentgym rollout`` of the SFT model with the setup's env, context and action size."""
+    kw = [f"--kw={k}={v}" for k, v in {**s.kwargs, "max_turns": s.max_turns}.items()]
+    return _cli(["rollout", s.env_id, "--policy", f"hf:{model}", *args, "--context", "window",
+                 "--history-length", str(s.history_length), "--max-tokens", str(s.max_tokens),
+                 "--out", str(out), *kw], limit_s)
+
+
 def revisits(s: Setup, model: Path, folder: Path, limit_s: float) -> tuple[bool, dict]:
     """Share of steps whose level-k HGPO group has another member (k = 1 … K + 1)."""
     out = folder / "groups.jsonl"
-    kw = [f"--kw={k}={v}" for k, v in {**s.kwargs, "max_turns": s.max_turns}.items()]
-    ok = _cli(["rollout", s.env_id, "--policy", f"hf:{model}", "--episodes",
-               str(8 * s.group_size), "--group-size", str(s.group_size), "--seed", "20000",
-               "--context", "window", "--history-length", str(s.history_length),
-               "--max-tokens", str(s.max_tokens), "--out", str(out), *kw], limit_s)
-    if not ok:
+    if not model_rollouts(s, model, out, limit_s, "--episodes", str(8 * s.group_size),
+                          "--group-size", str(s.group_size), "--seed", "20000"):
         return False, {}
+    from agentgym.evaluation.metrics import succeeded
     from agentgym.jsonl import read_trajectories
     from agentgym.types import Group
 
@@ -315,8 +320,7 @@ def revisits(s: Setup, model: Path, folder: Path, limit_s: float) -> tuple[bool,
                     suffix = tuple(states[max(0, t - k + 1):t + 1])
                     if t + 1 >= k and len(keys.get((k, suffix), ())) >= 2:
                         shared[k] += 1
-    success = sum(bool(t.steps and t.steps[-1].result.info.get("success"))
-                  for g in groups for t in g.scorable)
+    success = sum(succeeded(t) for g in groups for t in g.scorable)
     episodes = sum(len(g.scorable) for g in groups)
     return True, {"steps": total, "groups": len(groups), "group_size": s.group_size,
                   "share_grouped": {str(k): shared[k] / max(total, 1) for k in levels},
@@ -326,18 +330,14 @@ def revisits(s: Setup, model: Path, folder: Path, limit_s: float) -> tuple[bool,
 def warmth(s: Setup, model: Path, folder: Path, limit_s: float) -> tuple[bool, dict]:
     """Tuning-seed success of the SFT model sampled at ``eval_temperature``."""
     out = folder / "tuning.jsonl"
-    kw = [f"--kw={k}={v}" for k, v in {**s.kwargs, "max_turns": s.max_turns}.items()]
-    ok = _cli(["rollout", s.env_id, "--policy", f"hf:{model}", "--episodes",
-               str(s.eval_seeds), "--seed", str(TUNING_FIRST_SEED), "--temperature",
-               str(s.eval_temperature), "--context", "window", "--history-length",
-               str(s.history_length), "--max-tokens", str(s.max_tokens), "--out", str(out),
-               *kw], limit_s)
-    if not ok:
+    if not model_rollouts(s, model, out, limit_s, "--episodes", str(s.eval_seeds), "--seed",
+                          str(TUNING_FIRST_SEED), "--temperature", str(s.eval_temperature)):
         return False, {}
+    from agentgym.evaluation.metrics import succeeded
     from agentgym.jsonl import read_trajectories
 
     trajs = [t for t in read_trajectories(out) if t.scorable]
-    wins = sum(bool(t.steps and t.steps[-1].result.info.get("success")) for t in trajs)
+    wins = sum(map(succeeded, trajs))
     return True, {"episodes": len(trajs), "temperature": s.eval_temperature,
                   "tuning_success": wins / max(len(trajs), 1)}
 
