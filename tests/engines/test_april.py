@@ -98,6 +98,17 @@ def _by_task(trajs):
     return {(t.seed, t.group_id, i): t for i, t in enumerate(trajs)}
 
 
+def _tokens(traj):
+    return [(s.action.content, s.tokens.prompt_ids, s.tokens.completion_ids, s.result.reward)
+            for s in traj.steps]
+
+
+def _logprobs(traj):
+    """Flat: a resumed episode's prompt runs over another cached prefix, so a multi-threaded
+    CPU matmul may sum in another order; equal to float precision, not bitwise."""
+    return [lp for s in traj.steps for lp in s.tokens.logprobs]
+
+
 def _steps(traj):
     return [(s.action.content, s.tokens.prompt_ids, s.tokens.completion_ids,
              s.tokens.logprobs, s.result.reward) for s in traj.steps]
@@ -191,7 +202,8 @@ async def test_carried_episodes_resume_token_exactly(tiny_model_dir):
         seen = {}
         for t in trajs:
             k = seen[t.seed] = seen.get(t.seed, -1) + 1
-            assert _steps(t) == _steps(index[t.seed][k])
+            assert _tokens(t) == _tokens(index[t.seed][k])
+            assert _logprobs(t) == pytest.approx(_logprobs(index[t.seed][k]), abs=1e-5)
             spanning += len({s.tokens.policy_version for s in t.steps}) > 1
     assert spanning > 0
 
