@@ -59,7 +59,6 @@ Deviations and choices:
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -321,8 +320,10 @@ def _prefix_batched_logprobs(model: Any, input_ids: torch.Tensor, lengths: list[
     """
     from transformers import DynamicCache
 
+    from agentgym.policies.kv_cache import cache_keyword
+
     device = input_ids.device
-    argument = _cache_argument(model)
+    argument = cache_keyword(model)
     prefix = getattr(model(input_ids=input_ids[:1, :shared], use_cache=True), argument)
     keep = _kept_columns(lengths, sel)
     picked, where_rows, where_cols = [], [], []
@@ -481,20 +482,8 @@ def _policy_term(policy_loss: PolicyLoss, logprobs: torch.Tensor, log_ratio: tor
     return -torch.minimum(ratio * adv, clipped * adv), ratio.detach()
 
 
-def _cache_argument(model: Any) -> str:
-    """``cache`` where ``forward`` takes it (transformers 5), else ``past_key_values``."""
-    return "cache" if "cache" in _forward_parameters(model) else "past_key_values"
-
-
-def _forward_parameters(model: Any) -> set[str]:
-    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
-    inner = getattr(inner, "module", inner)
-    try:
-        return set(inspect.signature(inner.forward).parameters)
-    except (TypeError, ValueError):
-        return set()
-
-
 def _takes_logits_to_keep(model: Any) -> bool:
     """Whether ``model.forward`` (or that of a PEFT/DDP-wrapped model) takes ``logits_to_keep``."""
-    return "logits_to_keep" in _forward_parameters(model)
+    from agentgym.policies.kv_cache import forward_parameters
+
+    return "logits_to_keep" in forward_parameters(model)

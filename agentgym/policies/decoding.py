@@ -26,7 +26,7 @@ from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
 from agentgym.policies.base import Completion, FinishReason, SamplingParams
-from agentgym.policies.kv_cache import GrowingLayer, PrefixStore
+from agentgym.policies.kv_cache import GrowingLayer, PrefixStore, cache_keyword
 from agentgym.policies.sampling import sample_next
 
 _STOP_WINDOW_EXTRA = 8  # tokens decoded beyond the longest stop string when checking stops
@@ -109,6 +109,7 @@ class BatchDecoder:
         self.prefix_store = prefix_store
         self.share_prefix = share_prefix
         self.device = next(model.parameters()).device
+        self._cache_keyword = cache_keyword(model)
         self.stats = GenerationStats()
         self.eos_ids = eos_ids(model, tokenizer)
         self.max_positions: int | None = getattr(model.config, "max_position_embeddings", None)
@@ -293,7 +294,7 @@ class BatchDecoder:
                  positions: torch.Tensor | None = None) -> torch.Tensor:
         """One model call extending ``cache``; the float32 logits of the last position."""
         out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
-                         past_key_values=cache, use_cache=True, logits_to_keep=1)
+                         use_cache=True, logits_to_keep=1, **{self._cache_keyword: cache})
         self.stats.forward_passes += 1
         return out.logits[:, -1].float()  # (B, V)
 

@@ -17,6 +17,7 @@ that wrote it.
 
 from __future__ import annotations
 
+import inspect
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,6 +26,25 @@ from typing import Any
 import numpy as np
 import torch
 from transformers.cache_utils import DynamicLayer
+
+
+def forward_parameters(model: Any) -> set[str]:
+    """The names ``model.forward`` takes, looking through a PEFT or DDP/FSDP wrapper."""
+    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
+    inner = getattr(inner, "module", inner)
+    try:
+        return set(inspect.signature(inner.forward).parameters)
+    except (TypeError, ValueError):
+        return set()
+
+
+def cache_keyword(model: Any) -> str:
+    """The keyword ``forward`` takes a KV cache by, which its output names the cache by too.
+
+    ``cache`` where ``forward`` takes it (newer transformers deprecate the other name), else
+    ``past_key_values``.
+    """
+    return "cache" if "cache" in forward_parameters(model) else "past_key_values"
 
 
 class GrowingLayer(DynamicLayer):
