@@ -10,13 +10,15 @@ Units, per env (Sokoban, TextArena FrozenLake; then SWE for G-RA), in order:
 1. ``demos``: expert episodes on training seeds (``agentgym rollout ENV --policy expert``);
 2. ``sft``: ``agentgym sft`` of SmolLM2 on them; its evaluation uses *tuning* seeds
    (500,000+), so the SFT amount is chosen without looking at the held-out seeds;
-3. ``revisits``: groups of SFT-model rollouts on training seeds; the share of steps whose
+3. ``warmth`` (envs measured sampled, ``eval_temperature``): the SFT model sampled on the
+   tuning seeds;
+4. ``revisits``: groups of SFT-model rollouts on training seeds; the share of steps whose
    HGPO level-k group (same last k state keys within the group) has another member;
-4. ``rl``: ``agentgym train`` from the SFT model with GRPO, GiGPO, HGPO and SALT, 3 seeds
-   each, one budget (steps × tasks × group size), held-out greedy success (1,000,000+)
-   before, every ``eval_every`` steps and after. RL runs wait until the SFT model's greedy
-   tuning-seed success is within ``BAND`` (15-60%): below it most groups hold no reward
-   difference to learn from.
+5. ``rl``: ``agentgym train`` from the SFT model with GRPO, GiGPO, HGPO and SALT, 3 seeds
+   each, one budget (steps × tasks × group size), held-out success (1,000,000+; greedy, or
+   sampled at ``eval_temperature``) before, every ``eval_every`` steps and after. RL runs
+   wait until the SFT model's tuning-seed success, measured the same way, is within
+   ``BAND`` (15-60%): below it most groups hold no reward difference to learn from.
 
 SWE compares reward accumulation instead of estimators: GRPO with G-RA (``gated``) against
 ``direct``, SFT-warm from the oracle episodes, with the training rollouts' completion,
@@ -69,8 +71,12 @@ from credit_units import (
 )
 
 SETUPS = {
+    # 100 solver episodes at lr 5e-5 left greedy play at 0% and sampled play at 12% (see
+    # SUPERSEDED); twice the rate for the same single epoch, and success measured sampled at
+    # T=1 as on FrozenLake, the policy RL trains; held-out evaluation before and after only
     "sokoban": Setup("sokoban", "agentgym/Sokoban-v0", {"max_steps_generation": 10},
-                     max_turns=8, max_tokens=24, expert_episodes=100),
+                     max_turns=8, max_tokens=24, expert_episodes=100, sft_lr=1e-4,
+                     eval_temperature=1.0, eval_every=8),
     # a short warm start: a policy that ignores the board ("down, right" repeated) wins 26%
     # of tuning seeds, so the format and the mix of moves put a model in the band, and what
     # RL can add is reading the board; greedy play of that model repeats one move (0%), so
@@ -90,6 +96,11 @@ SETUPS = {
                  rollout_options={"max_prompt_tokens": 3072, "step_timeout": 900},
                  optim_options={"mini_batches": 2, "max_tokens_per_micro_batch": 8192}),
 }
+
+
+# warm starts the study moved away from, per env: their SFT key and what set them apart;
+# their records stay, and the page lists them
+SUPERSEDED = {"sokoban": {"sft-9bbc6798": "lr 5e-5, left for being below the band"}}
 
 
 def scaled(setup: Setup) -> Setup:
@@ -149,6 +160,7 @@ def report(setups: list[Setup], cache: Path, command: str, out: Path,
                   + (f" sampled at T={s.eval_temperature}" if s.eval_temperature else "")
                   + f" every {s.eval_every} steps.", ""]
         lines += sft_lines(s, next(u for u in all_units if u.kind == "sft"))
+        lines += superseded_lines(s, records if records is not None else cache)
         warm = next((u for u in all_units if u.kind == "warmth"), None)
         if warm is not None and warm.done:
             r = warm.result()
@@ -214,6 +226,22 @@ def sft_lines(s: Setup, sft: Unit) -> list[str]:
             f"{steps[-1]['loss']:.3f} after the last, {per_step:.0f} s per optimizer step "
             f"({where_run}); {where} success of the base model "
             f"{rows[0]['eval/success_rate']:.0%}.", ""]
+
+
+def superseded_lines(s: Setup, records: Path) -> list[str]:
+    """Earlier warm starts of this env, from their records, and why they were left."""
+    lines = []
+    for key, differs in SUPERSEDED.get(s.name, {}).items():
+        sft, revisits = records / s.name / f"{key}.json", records / s.name / key / "revisits.json"
+        if not sft.is_file():
+            continue
+        r = json.loads(sft.read_text())
+        sampled = (f", sampled at T=1 {json.loads(revisits.read_text())['train_success_t1']:.0%}"
+                   " of training rollouts" if revisits.is_file() else "")
+        lines.append(f"- superseded warm start `{key}` ({differs}): greedy tuning-seed success "
+                     f"{r['tuning_success_before']:.0%} → {r['tuning_success_after']:.0%}"
+                     f"{sampled}.")
+    return [*lines, ""] if lines else []
 
 
 def _results(done: list[Unit], variant: str) -> list[dict[str, Any]]:

@@ -30,13 +30,13 @@ def study():
 def test_cache_keys_do_not_move(study):
     """A finished unit is found again only while its key stays the same: new Setup fields
     must not change the keys of setups that do not set them."""
-    assert study.SETUPS["sokoban"].sft_key() == "sft-9bbc6798"
+    assert study.SETUPS["sokoban"].sft_key() == "sft-f3f31f68"
     assert study.SETUPS["frozenlake"].sft_key() == "sft-f4635710"  # eval settings not in it
 
 
 def test_units_per_env(study, tmp_path):
     sokoban = [u for u in study.units(study.SETUPS["sokoban"], tmp_path)]
-    assert [u.kind for u in sokoban[:3]] == ["demos", "sft", "revisits"]
+    assert [u.kind for u in sokoban[:4]] == ["demos", "sft", "warmth", "revisits"]
     rl = [u for u in sokoban if u.kind == "rl"]
     assert len(rl) == 12 and {u.variant for u in rl} == {"grpo", "gigpo", "hgpo", "salt"}
     swe = list(study.units(study.SETUPS["swe"], tmp_path))
@@ -47,8 +47,8 @@ def test_units_per_env(study, tmp_path):
 
 
 def test_swe_does_not_wait_on_the_band_but_the_others_do(study, tmp_path):
-    """Sokoban is judged on the SFT model's greedy success, FrozenLake (measured sampled) on
-    its ``warmth`` unit's, SWE not at all."""
+    """Sokoban and FrozenLake (measured sampled) are judged on their ``warmth`` unit's
+    success, not the SFT model's greedy one; SWE not at all."""
     for name, success, warm in (("swe", 0.0, True), ("sokoban", 0.0, False),
                                 ("sokoban", 0.3, True), ("frozenlake", 0.0, False),
                                 ("frozenlake", 0.25, True)):
@@ -57,7 +57,7 @@ def test_swe_does_not_wait_on_the_band_but_the_others_do(study, tmp_path):
             if kind in every:
                 every[kind].record.parent.mkdir(parents=True, exist_ok=True)
                 every[kind].record.write_text(json.dumps(
-                    {"tuning_success_after": 0.0 if kind == "sft" and name == "frozenlake"
+                    {"tuning_success_after": 0.0 if kind == "sft" and name != "swe"
                      else success, "tuning_success": success}))
         assert study.warm_enough(study.SETUPS[name], tmp_path / name) is warm, (name, success)
 
@@ -68,6 +68,16 @@ def test_page_with_nothing_finished_says_so(study, tmp_path):
     assert "**Result so far: none.**" in page
     assert "## G-RA against direct accumulation: agentgym/SWE-v0" in page
     assert "still to run: grpo direct/seed 0, grpo gated/seed 0" in page
+
+
+def test_page_lists_superseded_warm_starts(study, tmp_path):
+    """A warm start the study moved away from keeps its record, and the page shows it."""
+    (key, why), = study.SUPERSEDED["sokoban"].items()
+    record = tmp_path / "sokoban" / f"{key}.json"
+    record.parent.mkdir(parents=True)
+    record.write_text(json.dumps({"tuning_success_before": 0.0, "tuning_success_after": 0.04}))
+    page = study.report([study.SETUPS["sokoban"]], tmp_path, "cmd", tmp_path / "x.md")
+    assert f"superseded warm start `{key}` ({why}): greedy tuning-seed success 0% → 4%." in page
 
 
 def test_records_live_apart_from_the_cache_and_lost_files_are_made_again(study, tmp_path):
