@@ -76,7 +76,7 @@ SETUPS = {
     # T=1 as on FrozenLake, the policy RL trains; held-out evaluation before and after only
     "sokoban": Setup("sokoban", "agentgym/Sokoban-v0", {"max_steps_generation": 10},
                      max_turns=8, max_tokens=24, expert_episodes=100, sft_lr=1e-4,
-                     eval_temperature=1.0, eval_every=8),
+                     eval_temperature=1.0, eval_every=8, random_episodes=200),
     # a short warm start: a policy that ignores the board ("down, right" repeated) wins 26%
     # of tuning seeds, so the format and the mix of moves put a model in the band, and what
     # RL can add is reading the board; greedy play of that model repeats one move (0%), so
@@ -163,11 +163,15 @@ def report(setups: list[Setup], cache: Path, command: str, out: Path,
         lines += superseded_lines(s, records if records is not None else cache)
         warm = next((u for u in all_units if u.kind == "warmth"), None)
         if warm is not None and warm.done:
-            r = warm.result()
-            lines += [f"**Sampled at T={r['temperature']}** (the policy RL trains, and how "
-                      "this env's held-out success is measured): tuning-seed success "
-                      f"{r['tuning_success']:.0%} over {r['episodes']} seeds"
-                      + ("; this is what the band is judged on." if s.band else "."), ""]
+            lines += [warmth_line(s, warm.result(),
+                                  next(u for u in all_units if u.kind == "demos")), ""]
+        blind = next((u for u in all_units if u.kind == "random"), None)
+        if blind is not None and blind.done:
+            r = blind.result()
+            lines += [f"**Random play** (`--policy random`: a uniformly random tool call each "
+                      f"turn, blind to the board): tuning-seed success {r['tuning_success']:.0%}"
+                      f" over {r['episodes']} seeds, the floor a warm start that reads the "
+                      "board should clear.", ""]
         rev = next((u for u in all_units if u.kind == "revisits"), None)
         if rev is not None and rev.done:
             r = rev.result()
@@ -226,6 +230,25 @@ def sft_lines(s: Setup, sft: Unit) -> list[str]:
             f"{steps[-1]['loss']:.3f} after the last, {per_step:.0f} s per optimizer step "
             f"({where_run}); {where} success of the base model "
             f"{rows[0]['eval/success_rate']:.0%}.", ""]
+
+
+def warmth_line(s: Setup, r: dict[str, Any], demos: Unit) -> str:
+    """The SFT model sampled on tuning seeds: its success, the band, its favourite move."""
+    line = (f"**Sampled at T={r['temperature']}** (the policy RL trains, and how this env's "
+            f"held-out success is measured): tuning-seed success {r['tuning_success']:.0%} "
+            f"over {r['episodes']} seeds")
+    if s.band is not None:
+        line += "; this is what the band is judged on"
+        if not s.band[0] <= r["tuning_success"] <= s.band[1]:
+            line += (f", and it is outside {s.band[0]:.0%}–{s.band[1]:.0%}: the RL runs below "
+                     "wait on a warmer start")
+    line += "."
+    expert = demos.result().get("top_action") if demos.done else None
+    if "top_action" in r and expert:
+        line += (f" Its most frequent action, `{r['top_action'][0]}`, is "
+                 f"{r['top_action'][1]:.0%} of its moves; the demonstrations' most frequent, "
+                 f"`{expert[0]}`, {expert[1]:.0%} of theirs.")
+    return line
 
 
 def superseded_lines(s: Setup, records: Path) -> list[str]:

@@ -65,6 +65,10 @@ class Setup:
     # held-out success sampled at this temperature instead of greedy: the policy RL trains;
     # the band is then judged by a ``warmth`` unit (the SFT model sampled on tuning seeds)
     eval_temperature: float | None = None
+    # episodes of the model-free ``random`` policy on the tuning seeds (0: none): the success
+    # of play that ignores the board, beside the SFT model's (envs whose random policy knows
+    # the action format: one with tools)
+    random_episodes: int = 0
     rollout_options: dict[str, Any] | None = None  # more rollout fields (SFT and RL)
     optim_options: dict[str, Any] | None = None  # more RL optimizer fields
 
@@ -169,6 +173,9 @@ def units(setup: Setup, cache: Path, records: Path | None = None) -> Iterator[Un
                     records / setup.name / f"{rel}.json", *rl)
 
     sft = setup.sft_key()
+    if setup.random_episodes:
+        yield unit(f"random-{setup.random_episodes}-"
+                   f"{_hash([setup.env_id, setup.kwargs, setup.max_turns])}", "random")
     yield unit(f"demos-{setup.expert_episodes}", "demos")
     yield unit(sft, "sft")
     if setup.eval_temperature:
@@ -213,7 +220,10 @@ def run_unit(unit: Unit, cache: Path, limit_s: float) -> bool:
         kw = [f"--kw={k}={v}" for k, v in s.kwargs.items()]
         ok = _cli(["rollout", s.env_id, "--policy", "expert", "--episodes",
                    str(s.expert_episodes), "--out", str(demos), *kw], limit_s)
-        result: dict[str, Any] = {"episodes": s.expert_episodes}
+        result: dict[str, Any] = {"episodes": s.expert_episodes,
+                                  **({"top_action": top_action(demos)} if ok else {})}
+    elif unit.kind == "random":
+        ok, result = random_play(s, folder, limit_s)
     elif unit.kind == "sft":
         config = {"run_dir": str(folder), "save_every": 1, "resumable_checkpoints": True,
                   "env": {**env, "eval_seeds": s.eval_seeds,
@@ -289,6 +299,40 @@ def model_rollouts(s: Setup, model: Path, out: Path, limit_s: float, *args: str)
                  "--out", str(out), *kw], limit_s)
 
 
+def top_action(path: Path) -> tuple[str, float]:
+    """The most frequent action of a rollout file (a tool call by its name) and its share."""
+    from collections import Counter
+
+    from agentgym.jsonl import read_trajectories
+
+    counts = Counter(" ".join(c.name for c in step.action.tool_calls)
+                     or step.action.content.strip()
+                     for t in read_trajectories(path) for step in t.steps)
+    action, n = counts.most_common(1)[0] if counts else ("", 0)
+    return action, n / max(sum(counts.values()), 1)
+
+
+def tuning_success(path: Path) -> tuple[int, float]:
+    """Scorable episodes in a rollout file and the share that succeeded."""
+    from agentgym.evaluation.metrics import succeeded
+    from agentgym.jsonl import read_trajectories
+
+    trajs = [t for t in read_trajectories(path) if t.scorable]
+    return len(trajs), sum(map(succeeded, trajs)) / max(len(trajs), 1)
+
+
+def random_play(s: Setup, folder: Path, limit_s: float) -> tuple[bool, dict]:
+    """Tuning-seed success of ``--policy random``: a uniformly random tool call each turn."""
+    out = folder / "tuning.jsonl"
+    kw = [f"--kw={k}={v}" for k, v in {**s.kwargs, "max_turns": s.max_turns}.items()]
+    if not _cli(["rollout", s.env_id, "--policy", "random", "--episodes",
+                 str(s.random_episodes), "--seed", str(TUNING_FIRST_SEED), "--out", str(out),
+                 *kw], limit_s):
+        return False, {}
+    episodes, success = tuning_success(out)
+    return True, {"episodes": episodes, "tuning_success": success}
+
+
 def revisits(s: Setup, model: Path, folder: Path, limit_s: float) -> tuple[bool, dict]:
     """Share of steps whose level-k HGPO group has another member (k = 1 … K + 1)."""
     out = folder / "groups.jsonl"
@@ -333,13 +377,9 @@ def warmth(s: Setup, model: Path, folder: Path, limit_s: float) -> tuple[bool, d
     if not model_rollouts(s, model, out, limit_s, "--episodes", str(s.eval_seeds), "--seed",
                           str(TUNING_FIRST_SEED), "--temperature", str(s.eval_temperature)):
         return False, {}
-    from agentgym.evaluation.metrics import succeeded
-    from agentgym.jsonl import read_trajectories
-
-    trajs = [t for t in read_trajectories(out) if t.scorable]
-    wins = sum(map(succeeded, trajs))
-    return True, {"episodes": len(trajs), "temperature": s.eval_temperature,
-                  "tuning_success": wins / max(len(trajs), 1)}
+    episodes, success = tuning_success(out)
+    return True, {"episodes": episodes, "temperature": s.eval_temperature,
+                  "tuning_success": success, "top_action": top_action(out)}
 
 
 def warm_enough(setup: Setup, cache: Path, records: Path | None = None) -> bool:

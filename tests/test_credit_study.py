@@ -36,7 +36,7 @@ def test_cache_keys_do_not_move(study):
 
 def test_units_per_env(study, tmp_path):
     sokoban = [u for u in study.units(study.SETUPS["sokoban"], tmp_path)]
-    assert [u.kind for u in sokoban[:4]] == ["demos", "sft", "warmth", "revisits"]
+    assert [u.kind for u in sokoban[:5]] == ["random", "demos", "sft", "warmth", "revisits"]
     rl = [u for u in sokoban if u.kind == "rl"]
     assert len(rl) == 12 and {u.variant for u in rl} == {"grpo", "gigpo", "hgpo", "salt"}
     swe = list(study.units(study.SETUPS["swe"], tmp_path))
@@ -101,3 +101,20 @@ def test_records_live_apart_from_the_cache_and_lost_files_are_made_again(study, 
     assert study.needed_files(first_rl, every) is None
     assert study.needed_files(revisits, every) is None
     assert study.needed_files(warmth, every) is None
+
+
+def test_page_sets_a_cold_start_beside_random_play(study, tmp_path):
+    """A sampled warm start below the band says the RL runs wait; random play is shown."""
+    every = {u.kind: u for u in study.units(study.SETUPS["sokoban"], tmp_path)}
+    for kind, result in (("warmth", {"temperature": 1.0, "tuning_success": 0.08,
+                                     "episodes": 24, "top_action": ["left", 0.52]}),
+                         ("demos", {"episodes": 100, "top_action": ["up", 0.26]}),
+                         ("random", {"tuning_success": 0.175, "episodes": 200})):
+        every[kind].record.parent.mkdir(parents=True, exist_ok=True)
+        every[kind].record.write_text(json.dumps(result))
+    page = study.report([study.SETUPS["sokoban"]], tmp_path, "cmd", tmp_path / "x.md")
+    assert "tuning-seed success 8% over 24 seeds; this is what the band is judged on, and it " \
+           "is outside 15%–60%: the RL runs below wait on a warmer start. Its most frequent " \
+           "action, `left`, is 52% of its moves; the demonstrations' most frequent, `up`, 26% " \
+           "of theirs." in page
+    assert "blind to the board): tuning-seed success 18% over 200 seeds" in page
