@@ -185,6 +185,7 @@ def report(setups: list[Setup], cache: Path, command: str, out: Path,
         done = [u for u in rl if u.done]
         if done:
             lines += rl_table(s, done)
+            lines += ["", resolution_line(s, done)]
             lines += [f"\n- {u.variant} seed {u.seed}: {u.result()['note']}." for u in done
                       if u.result().get("note")]
             if s.band is None:
@@ -249,6 +250,18 @@ def warmth_line(s: Setup, r: dict[str, Any], demos: Unit) -> str:
                  f"{r['top_action'][1]:.0%} of its moves; the demonstrations' most frequent, "
                  f"`{expert[0]}`, {expert[1]:.0%} of theirs.")
     return line
+
+
+def resolution_line(s: Setup, done: list[Unit]) -> str:
+    """How far apart two held-out figures must be before the evaluation can tell them apart."""
+    before = [u.result()["held_out_before"] for u in done]
+    p = min(max(sum(before) / len(before), 1 / s.eval_seeds), 1 - 1 / s.eval_seeds)
+    half = 1.96 * math.sqrt(p * (1 - p) / s.eval_seeds)
+    return (f"How finely this measures: one run's held-out figure counts {s.eval_seeds} "
+            f"episodes, so at the starting success ({p:.0%}) its 95% binomial interval is "
+            f"±{100 * half:.0f} points; over {len(s.seeds)} seeds the mean's is about "
+            f"±{100 * half / math.sqrt(len(s.seeds)):.0f} from evaluation alone, before the "
+            "runs' own spread.")
 
 
 def superseded_lines(s: Setup, records: Path) -> list[str]:

@@ -118,3 +118,13 @@ def test_page_sets_a_cold_start_beside_random_play(study, tmp_path):
            "action, `left`, is 52% of its moves; the demonstrations' most frequent, `up`, 26% " \
            "of theirs." in page
     assert "blind to the board): tuning-seed success 18% over 200 seeds" in page
+
+
+def test_resolution_of_the_held_out_figures(study, tmp_path):
+    """24 episodes at 25% success: ±17 points for one run, ±10 for a mean over 3 seeds."""
+    unit = next(u for u in study.units(study.SETUPS["frozenlake"], tmp_path) if u.kind == "rl")
+    unit.record.parent.mkdir(parents=True)
+    unit.record.write_text(json.dumps({"held_out_before": 0.25}))
+    line = study.resolution_line(study.SETUPS["frozenlake"], [unit])
+    assert "at the starting success (25%) its 95% binomial interval is ±17 points; over 3 " \
+           "seeds the mean's is about ±10" in line
