@@ -186,6 +186,7 @@ def report(setups: list[Setup], cache: Path, command: str, out: Path,
         if done:
             lines += rl_table(s, done)
             lines += ["", resolution_line(s, done)]
+            lines += [x for x in [divergence_line(done)] if x]
             lines += [f"\n- {u.variant} seed {u.seed}: {u.result()['note']}." for u in done
                       if u.result().get("note")]
             if s.band is None:
@@ -262,6 +263,26 @@ def resolution_line(s: Setup, done: list[Unit]) -> str:
             f"±{100 * half:.0f} points; over {len(s.seeds)} seeds the mean's is about "
             f"±{100 * half / math.sqrt(len(s.seeds)):.0f} from evaluation alone, before the "
             "runs' own spread.")
+
+
+def divergence_line(done: list[Unit]) -> str:
+    """How far runs of one seed (same tasks, same sampling seeds) drew apart: a training step
+    whose rollouts hold the same number of tokens in every run drew the same rollouts (its
+    first step always does: every run starts from the SFT model)."""
+    same = total = 0
+    for seed in sorted({u.seed for u in done}):
+        series = [u.result().get("step_tokens") for u in done if u.seed == seed]
+        if len(series) < 2 or None in series:
+            continue
+        for step in list(zip(*series, strict=False))[1:]:
+            total += 1
+            same += len(set(step)) == 1
+    if not total:
+        return ""
+    return (f"\nHow far the runs drew apart: after the first step, {same} of {total} training "
+            "steps held exactly as many tokens in every finished run of their seed (same tasks "
+            "and sampling seeds, different estimator), most likely the same rollouts; in the "
+            "others the estimators' updates had changed what the policy samples.")
 
 
 def superseded_lines(s: Setup, records: Path) -> list[str]:

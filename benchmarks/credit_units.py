@@ -271,6 +271,8 @@ def run_unit(unit: Unit, cache: Path, limit_s: float) -> bool:
                   "train_seconds": sum(r.get("rollout_s", 0) + r.get("update_s", 0)
                                        for r in train_rows),
                   "train_success": [r.get("success_rate") for r in train_rows],
+                  "step_tokens": [r.get("prompt_tokens", 0) + r.get("completion_tokens", 0)
+                                  for r in train_rows],
                   **{rate: [r.get(rate) for r in train_rows] for rate in SWE_RATES
                      if any(rate in r for r in train_rows)}}
     wall = folder / "wall.json"
