@@ -245,6 +245,9 @@ def warmth_line(s: Setup, r: dict[str, Any], demos: Unit) -> str:
             line += (f", and it is outside {s.band[0]:.0%}–{s.band[1]:.0%}: the RL runs below "
                      "wait on a warmer start")
     line += "."
+    if "demonstration_fit" in r:
+        line += (" On its own demonstrations' prompts it gives the demonstrated action "
+                 f"{r['demonstration_fit']:.0%} probability on average.")
     expert = demos.result().get("top_action") if demos.done else None
     if "top_action" in r and expert:
         line += (f" Its most frequent action, `{r['top_action'][0]}`, is "

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import platform
 import subprocess
@@ -193,7 +194,8 @@ def units(setup: Setup, cache: Path, records: Path | None = None) -> Iterator[Un
 def needed_files(unit: Unit, all_units: list[Unit]) -> Unit | None:
     """The finished unit whose files ``unit`` reads and the cache has lost, if any."""
     by_kind = {u.kind: u for u in all_units if u.kind in ("demos", "sft")}
-    if unit.kind == "sft" and not (by_kind["demos"].folder / "expert.jsonl").is_file():
+    if unit.kind in ("sft", "warmth") and not (by_kind["demos"].folder /
+                                               "expert.jsonl").is_file():
         return by_kind["demos"]
     if unit.kind in ("warmth", "revisits", "rl") and not (by_kind["sft"].folder /
                                                           "model").is_dir():
@@ -242,7 +244,7 @@ def run_unit(unit: Unit, cache: Path, limit_s: float) -> bool:
     elif unit.kind == "revisits":
         ok, result = revisits(s, sft_dir / "model", folder, limit_s)
     elif unit.kind == "warmth":
-        ok, result = warmth(s, sft_dir / "model", folder, limit_s)
+        ok, result = warmth(s, sft_dir / "model", demos, folder, limit_s)
     else:
         config = {"run_dir": str(folder / "run"), "seed": unit.seed, "steps": s.steps,
                   "save_every": 1, "resumable_checkpoints": True, "eval_every": s.eval_every,
@@ -373,7 +375,31 @@ def revisits(s: Setup, model: Path, folder: Path, limit_s: float) -> tuple[bool,
                   "train_success_t1": success / max(episodes, 1)}
 
 
-def warmth(s: Setup, model: Path, folder: Path, limit_s: float) -> tuple[bool, dict]:
+def demonstration_fit(s: Setup, model_dir: Path, demos: Path, samples: int = 64) -> float:
+    """Mean probability the model gives a demonstrated action (its whole completion) on the
+    demonstration's own prompt, over evenly spaced demonstration steps: how much of what it
+    was taught the warm start took in (a model that learnt the format but not the move gives
+    a four-move game's expert move about 25%)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from agentgym.context import ContextConfig
+    from agentgym.jsonl import read_trajectories
+    from agentgym.policies.sampling import completion_logprobs
+    from agentgym.trainers.sft_data import demonstration_samples
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+    every = demonstration_samples(list(read_trajectories(demos)), tokenizer,
+                                  ContextConfig(mode="window", history_length=s.history_length))
+    picked = every[::max(1, len(every) // samples)][:samples]
+    probs = [math.exp(sum(completion_logprobs(model, x.input_ids[:x.prompt_len],
+                                              x.input_ids[x.prompt_len:]))) for x in picked]
+    return sum(probs) / max(len(probs), 1)
+
+
+def warmth(s: Setup, model: Path, demos: Path, folder: Path, limit_s: float
+           ) -> tuple[bool, dict]:
     """Tuning-seed success of the SFT model sampled at ``eval_temperature``."""
     out = folder / "tuning.jsonl"
     if not model_rollouts(s, model, out, limit_s, "--episodes", str(s.eval_seeds), "--seed",
@@ -381,7 +407,8 @@ def warmth(s: Setup, model: Path, folder: Path, limit_s: float) -> tuple[bool, d
         return False, {}
     episodes, success = tuning_success(out)
     return True, {"episodes": episodes, "temperature": s.eval_temperature,
-                  "tuning_success": success, "top_action": top_action(out)}
+                  "tuning_success": success, "top_action": top_action(out),
+                  "demonstration_fit": demonstration_fit(s, model, demos)}
 
 
 def warm_enough(setup: Setup, cache: Path, records: Path | None = None) -> bool:

@@ -100,6 +100,9 @@ def test_records_live_apart_from_the_cache_and_lost_files_are_made_again(study, 
     (sft.folder / "model").mkdir(parents=True)
     assert study.needed_files(first_rl, every) is None
     assert study.needed_files(revisits, every) is None
+    assert study.needed_files(warmth, every) is demos  # it measures the fit to them too
+    (demos.folder / "expert.jsonl").parent.mkdir(parents=True)
+    (demos.folder / "expert.jsonl").write_text("")
     assert study.needed_files(warmth, every) is None
 
 
@@ -107,14 +110,17 @@ def test_page_sets_a_cold_start_beside_random_play(study, tmp_path):
     """A sampled warm start below the band says the RL runs wait; random play is shown."""
     every = {u.kind: u for u in study.units(study.SETUPS["sokoban"], tmp_path)}
     for kind, result in (("warmth", {"temperature": 1.0, "tuning_success": 0.08,
-                                     "episodes": 24, "top_action": ["left", 0.52]}),
+                                     "episodes": 24, "top_action": ["left", 0.52],
+                                     "demonstration_fit": 0.31}),
                          ("demos", {"episodes": 100, "top_action": ["up", 0.26]}),
                          ("random", {"tuning_success": 0.175, "episodes": 200})):
         every[kind].record.parent.mkdir(parents=True, exist_ok=True)
         every[kind].record.write_text(json.dumps(result))
     page = study.report([study.SETUPS["sokoban"]], tmp_path, "cmd", tmp_path / "x.md")
     assert "tuning-seed success 8% over 24 seeds; this is what the band is judged on, and it " \
-           "is outside 15%–60%: the RL runs below wait on a warmer start. Its most frequent " \
+           "is outside 15%–60%: the RL runs below wait on a warmer start. On its own " \
+           "demonstrations' prompts it gives the demonstrated action 31% probability on " \
+           "average. Its most frequent " \
            "action, `left`, is 52% of its moves; the demonstrations' most frequent, `up`, 26% " \
            "of theirs." in page
     assert "blind to the board): tuning-seed success 18% over 200 seeds" in page
