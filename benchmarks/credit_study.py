@@ -192,7 +192,7 @@ def report(setups: list[Setup], cache: Path, command: str, out: Path,
         if done:
             lines += rl_table(s, done)
             lines += ["", resolution_line(s, done)]
-            lines += [x for x in [divergence_line(done)] if x]
+            lines += [x for x in [divergence_line(s, done)] if x]
             lines += [f"\n- {u.variant} seed {u.seed}: {u.result()['note']}." for u in done
                       if u.result().get("note")]
             if s.band is None:
@@ -274,24 +274,30 @@ def resolution_line(s: Setup, done: list[Unit]) -> str:
             "runs' own spread.")
 
 
-def divergence_line(done: list[Unit]) -> str:
-    """How far runs of one seed (same tasks, same sampling seeds) drew apart: a training step
-    whose rollouts hold the same number of tokens in every run drew the same rollouts (its
-    first step always does: every run starts from the SFT model)."""
-    same = total = 0
-    for seed in sorted({u.seed for u in done}):
-        series = [u.result().get("step_tokens") for u in done if u.seed == seed]
-        if len(series) < 2 or None in series:
+def divergence_line(s: Setup, done: list[Unit]) -> str:
+    """How far each run drew apart from the first variant's run of its seed (same tasks and
+    sampling seeds): a training step whose rollouts hold as many tokens in both drew, most
+    likely, the same rollouts. The first step always does (both start from the SFT model)."""
+    first = variants(s)[0]
+    ref = {u.seed: u.result().get("step_tokens") for u in done if u.variant == first}
+    counts: dict[str, list[int]] = {}
+    for u in done:
+        mine, theirs = u.result().get("step_tokens"), ref.get(u.seed)
+        if u.variant == first or not mine or not theirs:
             continue
-        for step in list(zip(*series, strict=False))[1:]:
-            total += 1
-            same += len(set(step)) == 1
-    if not total:
+        pairs = list(zip(mine, theirs, strict=False))[1:]
+        seen = counts.setdefault(u.variant, [0, 0])
+        seen[0] += sum(a == b for a, b in pairs)
+        seen[1] += len(pairs)
+    if not counts:
         return ""
-    return (f"\nHow far the runs drew apart: after the first step, {same} of {total} training "
-            "steps held exactly as many tokens in every finished run of their seed (same tasks "
-            "and sampling seeds, different estimator), most likely the same rollouts; in the "
-            "others the estimators' updates had changed what the policy samples.")
+    return ("\nHow far the runs drew apart: training steps after the first whose rollouts "
+            f"held exactly as many tokens as {first}'s of the same seed (same tasks and "
+            "sampling seeds), most likely the same rollouts: "
+            + ", ".join(f"{v} {a} of {n}" for v, (a, n) in counts.items())
+            + f". A run that matches at every step sampled as {first}'s did throughout: "
+            "its updates moved the policy the same way (for SALT, see "
+            "[when SALT's update is its base's](estimators.md#when-salts-update-is-its-bases)).")
 
 
 def superseded_lines(s: Setup, records: Path) -> list[str]:

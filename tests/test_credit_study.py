@@ -137,13 +137,16 @@ def test_resolution_of_the_held_out_figures(study, tmp_path):
 
 
 def test_divergence_counts_steps_with_the_same_rollout_tokens(study, tmp_path):
-    """Seed 0's two runs draw the same tokens at step 2, not at step 3; step 1 is not counted
-    (every run starts from the same model); a seed with one run says nothing."""
-    rl = [u for u in study.units(study.SETUPS["frozenlake"], tmp_path) if u.kind == "rl"]
-    for unit, tokens in zip(rl[:2] + rl[4:5], ([5, 10, 20], [5, 10, 21], [7, 7, 7]),
+    """Against GRPO of the same seed: GiGPO matches at step 2, not 3; step 1 is not counted
+    (every run starts from the same model); a seed without GRPO says nothing."""
+    setup = study.SETUPS["frozenlake"]
+    rl = [u for u in study.units(setup, tmp_path) if u.kind == "rl"]
+    assert (rl[0].variant, rl[1].variant, rl[5].variant) == ("grpo", "gigpo", "gigpo")
+    for unit, tokens in zip(rl[:2] + rl[5:6], ([5, 10, 20], [5, 10, 21], [7, 7, 7]),
                             strict=True):
         unit.record.parent.mkdir(parents=True, exist_ok=True)
         unit.record.write_text(json.dumps({"step_tokens": tokens}))
-    line = study.divergence_line(rl[:2] + rl[4:5])
-    assert "after the first step, 1 of 2 training steps held exactly as many tokens" in line
-    assert study.divergence_line(rl[:1]) == ""
+    line = study.divergence_line(setup, rl[:2] + rl[5:6])
+    assert "as grpo's of the same seed (same tasks and sampling seeds), most likely the same " \
+           "rollouts: gigpo 1 of 2." in line
+    assert study.divergence_line(setup, rl[1:2]) == ""

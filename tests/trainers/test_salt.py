@@ -71,6 +71,17 @@ def test_worked_example_every_step_by_hand():
         check(run(EXAMPLE, history=history), expected)
 
 
+def test_each_edge_keeps_the_base_total():
+    """Averaging over T(e) moves advantage among the steps of an edge but keeps their total
+    (no trajectory loops here): where those steps also share their input (prompt and action
+    tokens), Σ A·∇log π is the base's, so SALT's policy gradient equals GRPO's there."""
+    salt, base = run(EXAMPLE), get_estimator("grpo")(EXAMPLE)
+    first = [salt[t][0] for t in ("t1", "t2", "t3")]  # search[q]→s1, shared by t1, t2, t3
+    assert sum(first) == pytest.approx(sum(base[t][0] for t in ("t1", "t2", "t3")))
+    assert len(set(np.round(first, 9))) == 1 and first[0] != base["t1"][0]
+    assert sum(map(np.sum, salt.values())) == pytest.approx(sum(map(np.sum, base.values())))
+
+
 def test_bases_rloo_and_gigpo_episode_term():
     # RLOO: A = ±2/3; search[q]→s1 over t1, t2, t3 → −2/9
     check(run(EXAMPLE, base="rloo"), {"t1": [-2 / 9, 0.0, 2 / 3],

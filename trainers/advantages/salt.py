@@ -7,6 +7,12 @@ Each step is an edge of the group's trajectory graph (state context, action, nex
     T(e)    = the group's trajectories that contain e (each counted once)
     A_j     = the base advantage of trajectory j: GRPO, RLOO, or GiGPO's episode term
 
+Averaging keeps each edge's total: the steps of e carry Σ_{j∈T(e)} A_j between them, as
+under the base (a trajectory that loops through e excepted). So where the steps of an edge
+also share their input (prompt and action tokens: a context the state key fixes), the policy
+gradient Σ A·∇log π is the base's; SALT changes the update through the steps whose contexts
+differ (history the key leaves out, ``history`` < the context's).
+
 Paper: "SALT: Step-level Advantage Assignment via Trajectory Graph" (credit-assignment spec
 §4), arXiv 2510.20022. No public code exists; this follows the mechanism the paper and
 follow-up work describe. An edge every trajectory shares gets the group mean of A (0 for the
