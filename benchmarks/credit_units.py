@@ -392,8 +392,10 @@ def demonstration_fit(s: Setup, model_dir: Path, demos: Path, samples: int = 64)
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
-    every = demonstration_samples(list(read_trajectories(demos)), tokenizer,
-                                  ContextConfig(mode="window", history_length=s.history_length))
+    limit = (s.rollout_options or {}).get("max_prompt_tokens")  # as the SFT run's context
+    context = ContextConfig(mode="window", history_length=s.history_length,
+                            **({"max_prompt_tokens": limit} if limit else {}))
+    every = demonstration_samples(list(read_trajectories(demos)), tokenizer, context)
     picked = every[::max(1, len(every) // samples)][:samples]
     probs = [math.exp(sum(completion_logprobs(model, x.input_ids[:x.prompt_len],
                                               x.input_ids[x.prompt_len:]))) for x in picked]
