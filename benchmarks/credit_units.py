@@ -297,9 +297,14 @@ def run_unit(unit: Unit, cache: Path, limit_s: float) -> bool:
     return ok
 
 
+def env_flags(s: Setup) -> list[str]:
+    """``--kw`` flags of ``agentgym rollout`` for the setup's env and turn limit."""
+    return [f"--kw={k}={v}" for k, v in {**s.kwargs, "max_turns": s.max_turns}.items()]
+
+
 def model_rollouts(s: Setup, model: Path, out: Path, limit_s: float, *args: str) -> bool:
     """``agentgym rollout`` of the SFT model with the setup's env, context and action size."""
-    kw = [f"--kw={k}={v}" for k, v in {**s.kwargs, "max_turns": s.max_turns}.items()]
+    kw = env_flags(s)
     return _cli(["rollout", s.env_id, "--policy", f"hf:{model}", *args, "--context", "window",
                  "--history-length", str(s.history_length), "--max-tokens", str(s.max_tokens),
                  "--out", str(out), *kw], limit_s)
@@ -330,7 +335,7 @@ def tuning_success(path: Path) -> tuple[int, float]:
 def random_play(s: Setup, folder: Path, limit_s: float) -> tuple[bool, dict]:
     """Tuning-seed success of ``--policy random``: a uniformly random tool call each turn."""
     out = folder / "tuning.jsonl"
-    kw = [f"--kw={k}={v}" for k, v in {**s.kwargs, "max_turns": s.max_turns}.items()]
+    kw = env_flags(s)
     if not _cli(["rollout", s.env_id, "--policy", "random", "--episodes",
                  str(s.random_episodes), "--seed", str(TUNING_FIRST_SEED), "--out", str(out),
                  *kw], limit_s):
@@ -345,7 +350,6 @@ def revisits(s: Setup, model: Path, folder: Path, limit_s: float) -> tuple[bool,
     if not model_rollouts(s, model, out, limit_s, "--episodes", str(8 * s.group_size),
                           "--group-size", str(s.group_size), "--seed", "20000"):
         return False, {}
-    from agentgym.evaluation.metrics import succeeded
     from agentgym.jsonl import read_trajectories
     from agentgym.types import Group
 
@@ -370,11 +374,10 @@ def revisits(s: Setup, model: Path, folder: Path, limit_s: float) -> tuple[bool,
                     suffix = tuple(states[max(0, t - k + 1):t + 1])
                     if t + 1 >= k and len(keys.get((k, suffix), ())) >= 2:
                         shared[k] += 1
-    success = sum(succeeded(t) for g in groups for t in g.scorable)
-    episodes = sum(len(g.scorable) for g in groups)
+    _, success = tuning_success(out)  # over every scorable episode of the groups
     return True, {"steps": total, "groups": len(groups), "group_size": s.group_size,
                   "share_grouped": {str(k): shared[k] / max(total, 1) for k in levels},
-                  "train_success_t1": success / max(episodes, 1)}
+                  "train_success_t1": success}
 
 
 def demonstration_fit(s: Setup, model_dir: Path, demos: Path, samples: int = 64) -> float:
