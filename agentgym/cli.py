@@ -142,6 +142,11 @@ def rollout(
         help="Seconds one step (policy call + env step) may take before the episode "
              "is recorded as an error (default: no limit for in-process models, "
              f"{REMOTE_STEP_TIMEOUT:g} s for a server).")] = None,
+    device: Annotated[str, typer.Option(
+        help="Torch device of an in-process model (cpu, cuda, cuda:1).")] = "cpu",
+    dtype: Annotated[str | None, typer.Option(
+        help="Weights dtype of an in-process model: float32 | bfloat16 | float16 "
+             "(default: the backend's).")] = None,
     kw: KwOption = None,
 ) -> None:
     """Run episodes with a policy and write trajectories to JSONL.
@@ -165,7 +170,8 @@ def rollout(
     ctx = ContextConfig(mode=context, history_length=history_length,  # type: ignore[arg-type]
                         summarize=SummarizeConfig(working_tokens=working_tokens,
                                                   max_summaries=max_summaries))
-    agent = make_agent(policy, seed=seed, sampling=sampling, context=ctx, model=model)
+    agent = make_agent(policy, seed=seed, sampling=sampling, context=ctx, model=model,
+                       device=device, dtype=dtype)
     if policy in ("random", "scripted", "expert"):
         agent.start([], probe)  # e.g. scripted on an env without an expert: fail here
     asyncio.run(probe.aclose())

@@ -57,10 +57,12 @@ from credit_units import (
     HELD_OUT_FIRST_SEED,
     RECORDS,
     ROOT,
+    SCALED_RECORDS,
     SWE_RATES,
     TUNING_FIRST_SEED,
     Setup,
     Unit,
+    completion_loss,
     machine,
     metrics,
     needed_files,
@@ -75,6 +77,9 @@ SETUPS = {
     # tool-call format but not the move: the model gave its own demonstrations' moves 31%
     # (chance 25%) and sampled 8% of tuning seeds, below random play's 17.5%; so more
     # updates on the same episodes: three epochs at half the batch (six times the steps).
+    # The ``--scale`` warm start (400 episodes, the same lr and batch, 738 steps) shows the
+    # move is learnable: its loss over a completion stayed near ln 4 (a uniform guess among
+    # four moves) for about 120 steps, then fell, to a fit of 76% and 41% sampled success.
     # Success is measured sampled at T=1 as on FrozenLake, the policy RL trains; held-out
     # evaluation before and after only
     "sokoban": Setup("sokoban", "agentgym/Sokoban-v0", {"max_steps_generation": 10},
@@ -110,10 +115,15 @@ SUPERSEDED = {"sokoban": {
 
 
 def scaled(setup: Setup) -> Setup:
-    """The ``--scale`` budget for a GPU machine: larger groups, more tasks and steps."""
+    """The ``--scale`` budget for a GPU machine: larger groups, more tasks and steps.
+
+    Weights stay float32: a 135M model fits many times over, and bfloat16 weights (8
+    mantissa bits) would round away most of an lr-1e-5 update. Checkpoints are sparser,
+    since a GPU step takes a fraction of a second and a save about one.
+    """
     return replace(setup, steps=setup.steps * 4, tasks_per_step=setup.tasks_per_step * 4,
                    group_size=8, eval_seeds=128, expert_episodes=setup.expert_episodes * 4,
-                   device="cuda", dtype="bfloat16")
+                   device="cuda", sft_save_every=50)
 
 
 # ---------------------------------------------------------------------------------- report
@@ -130,7 +140,8 @@ def interval(values: list[float]) -> tuple[float, float]:
 
 
 def report(setups: list[Setup], cache: Path, command: str, out: Path,
-           records: Path | None = None) -> str:
+           records: Path | None = None, scaled_setups: list[Setup] | None = None,
+           scaled_records: Path | None = None) -> str:
     lines = ["# Learning: does step-level credit beat GRPO on multi-turn tasks?", "",
              "Written by `benchmarks/credit_study.py` from its records (one JSON file per "
              "finished unit, committed under `benchmarks/credit_study/`); every figure below "
@@ -154,55 +165,75 @@ def report(setups: list[Setup], cache: Path, command: str, out: Path,
                   "table below shows single runs, and this page draws no comparison from them "
                   "yet. The command above continues the rest.", ""]
     for s in setups:
-        all_units = list(units(s, cache, records))
-        title = (f"G-RA against direct accumulation: {s.env_id}" if s.band is None
-                 else s.env_id)
-        lines += [f"## {title}", "",
-                  f"Env kwargs {s.kwargs}, at most {s.max_turns} turns, window context "
-                  f"K={s.history_length}, {s.max_tokens} tokens per action. RL budget: "
-                  f"{s.steps} steps × {s.tasks_per_step} tasks × {s.group_size} rollouts, "
-                  f"lr {s.lr}, held-out evaluation on {s.eval_seeds} seeds"
-                  + (f" ({s.eval_kwargs})" if s.eval_kwargs else "")
-                  + (f" sampled at T={s.eval_temperature}" if s.eval_temperature else "")
-                  + f" every {s.eval_every} steps.", ""]
-        lines += sft_lines(s, next(u for u in all_units if u.kind == "sft"))
-        lines += superseded_lines(s, records if records is not None else cache)
-        warm = next((u for u in all_units if u.kind == "warmth"), None)
-        if warm is not None and warm.done:
-            lines += [warmth_line(s, warm.result(),
-                                  next(u for u in all_units if u.kind == "demos")), ""]
-        blind = next((u for u in all_units if u.kind == "random"), None)
-        if blind is not None and blind.done:
-            r = blind.result()
-            lines += [f"**Random play** (`--policy random`: a uniformly random tool call each "
-                      f"turn, blind to the board): tuning-seed success {r['tuning_success']:.0%}"
-                      f" over {r['episodes']} seeds, the floor a warm start that reads the "
-                      "board should clear.", ""]
-        rev = next((u for u in all_units if u.kind == "revisits"), None)
-        if rev is not None and rev.done:
-            r = rev.result()
-            shares = ", ".join(f"level {k}: {v:.0%}" for k, v in r["share_grouped"].items())
-            lines += [f"**State revisits** ({r['groups']} groups of {r['group_size']} rollouts "
-                      f"of the SFT model at T=1, {r['steps']} steps; success "
-                      f"{r['train_success_t1']:.0%}): share of steps whose HGPO level-k group "
-                      f"has another member: {shares}. Level 1 is GiGPO's anchor-state group"
-                      + (f"; {r['note']}" if r.get("note") else "") + ".", ""]
-        rl = [u for u in all_units if u.kind == "rl"]
-        done = [u for u in rl if u.done]
-        if done:
-            lines += rl_table(s, done)
-            lines += ["", resolution_line(s, done)]
-            lines += [x for x in [divergence_line(s, done)] if x]
-            lines += [f"\n- {u.variant} seed {u.seed}: {u.result()['note']}." for u in done
-                      if u.result().get("note")]
-            if s.band is None:
-                lines += ["", *rates_table(s, done)]
-            png = plot(s, done, out.parent)
-            lines += ["", f"![learning curves]({png.name})", ""]
-        missing = [f"{u.variant}/seed {u.seed}" for u in rl if not u.done]
-        lines += [f"RL runs finished: {len(done)} of {len(rl)}"
-                  + (f"; still to run: {', '.join(missing)}." if missing else "."), ""]
+        lines += setup_lines(s, cache, records, out, heading="##")
+    gpu = [s for s in scaled_setups or [] if any(u.done for u in units(s, cache, scaled_records))]
+    if gpu:
+        lines += ["## At GPU scale (`--scale`)", "",
+                  "The same study with the budget `scaled()` sets for a GPU machine: four "
+                  "times the demonstrations, steps and tasks per step, groups of 8, 128 "
+                  "evaluation seeds, float32 weights on CUDA. Its records live under "
+                  "`benchmarks/credit_study/scaled/`; the machine is named beside each "
+                  "figure. Reproduce (and continue):\n\n    "
+                  "flock /tmp/heavy.lock python benchmarks/credit_study.py --scale "
+                  f"--envs {','.join(s.name for s in gpu)}\n", ""]
+        for s in gpu:
+            lines += setup_lines(s, cache, scaled_records, out, heading="###", suffix="_scaled")
     return "\n".join(lines)
+
+
+def setup_lines(s: Setup, cache: Path, records: Path | None, out: Path, heading: str,
+                suffix: str = "") -> list[str]:
+    """One env's section: its warm start, revisits and RL runs, from its records."""
+    lines: list[str] = []
+    all_units = list(units(s, cache, records))
+    title = (f"G-RA against direct accumulation: {s.env_id}" if s.band is None
+             else s.env_id)
+    lines += [f"{heading} {title}", "",
+              f"Env kwargs {s.kwargs}, at most {s.max_turns} turns, window context "
+              f"K={s.history_length}, {s.max_tokens} tokens per action. RL budget: "
+              f"{s.steps} steps × {s.tasks_per_step} tasks × {s.group_size} rollouts, "
+              f"lr {s.lr}, held-out evaluation on {s.eval_seeds} seeds"
+              + (f" ({s.eval_kwargs})" if s.eval_kwargs else "")
+              + (f" sampled at T={s.eval_temperature}" if s.eval_temperature else "")
+              + f" every {s.eval_every} steps.", ""]
+    lines += sft_lines(s, next(u for u in all_units if u.kind == "sft"))
+    lines += superseded_lines(s, records if records is not None else cache)
+    warm = next((u for u in all_units if u.kind == "warmth"), None)
+    if warm is not None and warm.done:
+        lines += [warmth_line(s, warm.result(),
+                              next(u for u in all_units if u.kind == "demos")), ""]
+    blind = next((u for u in all_units if u.kind == "random"), None)
+    if blind is not None and blind.done:
+        r = blind.result()
+        lines += [f"**Random play** (`--policy random`: a uniformly random tool call each "
+                  f"turn, blind to the board): tuning-seed success {r['tuning_success']:.0%}"
+                  f" over {r['episodes']} seeds, the floor a warm start that reads the "
+                  "board should clear.", ""]
+    rev = next((u for u in all_units if u.kind == "revisits"), None)
+    if rev is not None and rev.done:
+        r = rev.result()
+        shares = ", ".join(f"level {k}: {v:.0%}" for k, v in r["share_grouped"].items())
+        lines += [f"**State revisits** ({r['groups']} groups of {r['group_size']} rollouts "
+                  f"of the SFT model at T=1, {r['steps']} steps; success "
+                  f"{r['train_success_t1']:.0%}): share of steps whose HGPO level-k group "
+                  f"has another member: {shares}. Level 1 is GiGPO's anchor-state group"
+                  + (f"; {r['note']}" if r.get("note") else "") + ".", ""]
+    rl = [u for u in all_units if u.kind == "rl"]
+    done = [u for u in rl if u.done]
+    if done:
+        lines += rl_table(s, done)
+        lines += ["", resolution_line(s, done)]
+        lines += [x for x in [divergence_line(s, done)] if x]
+        lines += [f"\n- {u.variant} seed {u.seed}: {u.result()['note']}." for u in done
+                  if u.result().get("note")]
+        if s.band is None:
+            lines += ["", *rates_table(s, done)]
+        png = plot(s, done, out.parent, suffix)
+        lines += ["", f"![learning curves]({png.name})", ""]
+    missing = [f"{u.variant}/seed {u.seed}" for u in rl if not u.done]
+    lines += [f"RL runs finished: {len(done)} of {len(rl)}"
+              + (f"; still to run: {', '.join(missing)}." if missing else "."), ""]
+    return lines
 
 
 def sft_lines(s: Setup, sft: Unit) -> list[str]:
@@ -215,6 +246,8 @@ def sft_lines(s: Setup, sft: Unit) -> list[str]:
                  f"batch {s.sft_batch}: greedy {where} success {r['tuning_success_before']:.0%}"
                  f" → {r['tuning_success_after']:.0%} ({r['wall_seconds'] / 60:.0f} min, "
                  f"{r['machine']})" + (f"; {r['note']}" if r.get("note") else "") + ".", ""]
+        if r.get("completion_loss"):
+            lines += [loss_line(r["completion_loss"]), ""]
         if s.band is not None and not s.eval_temperature \
                 and not s.band[0] <= r["tuning_success_after"] <= s.band[1]:
             lines += [f"That is outside the {s.band[0]:.0%}–{s.band[1]:.0%} band of greedy "
@@ -237,7 +270,15 @@ def sft_lines(s: Setup, sft: Unit) -> list[str]:
             f"episodes), loss {steps[0]['loss']:.3f} after the first step, "
             f"{steps[-1]['loss']:.3f} after the last, {per_step:.0f} s per optimizer step "
             f"({where_run}); {where} success of the base model "
-            f"{rows[0]['eval/success_rate']:.0%}.", ""]
+            f"{rows[0]['eval/success_rate']:.0%}.", "",
+            loss_line(completion_loss(rows, s.sft_batch)), ""]
+
+
+def loss_line(stretches: list[list[float]]) -> str:
+    """An SFT run's loss per completion over its steps (see ``completion_loss``)."""
+    parts = ", ".join(f"{nats:.2f} (steps {a}–{b})" for a, b, nats in stretches)
+    return ("Its loss per demonstrated completion, in nats, over the run: " + parts
+            + f". A uniform guess among four moves costs ln 4 = {math.log(4):.2f}.")
 
 
 def warmth_line(s: Setup, r: dict[str, Any], demos: Unit) -> str:
@@ -310,6 +351,9 @@ def superseded_lines(s: Setup, records: Path) -> list[str]:
         r = json.loads(folder.with_suffix(".json").read_text())
         line = (f"- superseded warm start `{key}` ({differs}): greedy tuning-seed success "
                 f"{r['tuning_success_before']:.0%} → {r['tuning_success_after']:.0%}")
+        if r.get("completion_loss"):
+            line += (", loss per completion (nats) "
+                     + " → ".join(f"{nats:.2f}" for _, _, nats in r["completion_loss"]))
         warm = sorted(folder.glob("warmth-*.json"))
         if warm:
             w = json.loads(warm[0].read_text())
@@ -366,7 +410,7 @@ def rates_table(s: Setup, done: list[Unit]) -> list[str]:
     return lines
 
 
-def plot(s: Setup, done: list[Unit], folder: Path) -> Path:
+def plot(s: Setup, done: list[Unit], folder: Path, suffix: str = "") -> Path:
     """Held-out success (left) and the training rollouts' success (right) per step."""
     import matplotlib
 
@@ -390,7 +434,7 @@ def plot(s: Setup, done: list[Unit], folder: Path) -> Path:
     train.set_xlabel("training step")
     train.set_title("training rollouts (T=1)")
     held.legend()
-    path = folder / f"learning_{s.name}.png"
+    path = folder / f"learning_{s.name}{suffix}.png"
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -423,8 +467,9 @@ def main() -> None:
     parser.add_argument("--envs", default=DEFAULT_ENVS)
     parser.add_argument("--cache", type=Path, default=CACHE,
                         help="rollouts, checkpoints and models (large, not committed)")
-    parser.add_argument("--records", type=Path, default=RECORDS,
-                        help="finished units' results (small JSON, committed)")
+    parser.add_argument("--records", type=Path, default=None,
+                        help="finished units' results (small JSON, committed; default "
+                             "benchmarks/credit_study/, with --scale its scaled/ folder)")
     parser.add_argument("--all", action="store_true", help="every unit, no time limit")
     parser.add_argument("--report", action="store_true", help="only rewrite docs/learning.md")
     parser.add_argument("--scale", action="store_true", help="GPU budget (see scaled())")
@@ -435,6 +480,7 @@ def main() -> None:
     parser.add_argument("--limit-minutes", type=float, default=14.0,
                         help="stop after this long (an unfinished unit resumes next call)")
     args = parser.parse_args()
+    args.records = args.records or (SCALED_RECORDS if args.scale else RECORDS)
     setups = [SETUPS[name] for name in args.envs.split(",")]
     if args.scale:
         setups = [scaled(s) for s in setups]
@@ -453,12 +499,16 @@ def main() -> None:
                 break
     # the page covers every env of the study, whichever this call worked on; a call's time
     # limit and env list are not part of what reproduces it
+    # limit and env list are not part of what reproduces it; a --scale call's --set changes
+    # its own setups only, and the other kind's records stay where they are
     command = " ".join(["flock /tmp/heavy.lock python benchmarks/credit_study.py",
-                        *(["--scale"] if args.scale else []),
-                        *(f"--set {item}" for item in args.set)])
-    everything = [replace(scaled(SETUPS[n]) if args.scale else SETUPS[n], **changes)
-                  for n in DEFAULT_ENVS.split(",")]
-    args.out.write_text(report(everything, args.cache, command, args.out, args.records))
+                        *(f"--set {item}" for item in args.set if not args.scale)])
+    names = DEFAULT_ENVS.split(",")
+    cpu = [replace(SETUPS[n], **({} if args.scale else changes)) for n in names]
+    gpu = [replace(scaled(SETUPS[n]), **(changes if args.scale else {})) for n in names]
+    args.out.write_text(report(cpu, args.cache, command, args.out,
+                               RECORDS if args.scale else args.records, gpu,
+                               args.records if args.scale else SCALED_RECORDS))
     print(f"wrote {args.out} ({machine()})")
 
 

@@ -23,6 +23,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORDS = ROOT / "benchmarks" / "credit_study"  # finished units' results, committed
+SCALED_RECORDS = RECORDS / "scaled"  # those of ``--scale`` runs (a GPU machine)
 CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "agentgym" \
     / "credit_study"
 ESTIMATORS = ("grpo", "gigpo", "hgpo", "salt")
@@ -57,8 +58,11 @@ class Setup:
     estimators: tuple[str, ...] = ESTIMATORS
     seeds: tuple[int, ...] = SEEDS
     model: str = "smollm2"
-    device: str = "cpu"
+    device: str = "cpu"  # of SFT, RL and every model rollout
     dtype: str = "float32"
+    # steps between the SFT run's resumable checkpoints (model and optimizer, 1.6 GB at
+    # 135M in float32): saving one every step added about 6 s to each 35 s CPU step
+    sft_save_every: int = 5
     # the SWE comparison: G-RA against direct accumulation under one estimator
     accumulations: tuple[str, ...] = ("none",)
     band: tuple[float, float] | None = BAND  # None: RL does not wait on the SFT success
@@ -113,6 +117,24 @@ def metrics(run: Path) -> list[dict[str, Any]]:
     return [json.loads(x) for x in path.read_text().splitlines()] if path.is_file() else []
 
 
+def completion_loss(rows: list[dict[str, Any]], batch: int, parts: int = 6
+                    ) -> list[tuple[int, int, float]]:
+    """An SFT run's loss per demonstrated completion (nats), averaged over ``parts`` equal
+    stretches of its steps: ``(first step, last step, loss)``. A step's loss is the mean
+    over its completion tokens, so times those tokens over the batch is the loss of one
+    whole completion; against ln 4 = 1.39 it says whether a four-move game's move is
+    learnt (the format tokens soon cost nothing). An epoch's last, smaller batch is
+    counted as a full one."""
+    steps = [r for r in rows if "loss" in r]
+    size = math.ceil(len(steps) / parts) if steps else 1
+    out = []
+    for i in range(0, len(steps), size):
+        chunk = steps[i:i + size]
+        nats = sum(r["loss"] * r["trained_tokens"] / batch for r in chunk) / len(chunk)
+        out.append((chunk[0]["step"], chunk[-1]["step"], round(nats, 3)))
+    return out
+
+
 def _cli(args: list[str], limit_s: float) -> bool:
     """Run ``agentgym ARGS``; False when it ran out of time (it resumes on the next call)."""
     try:
@@ -131,7 +153,14 @@ def machine() -> str:
                    .splitlines() if x.startswith("model name"))
     except (OSError, StopIteration):
         pass
-    return f"{cpu}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}"
+    gpu = ""
+    try:  # the card, where the machine has one
+        gpu = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return (f"{cpu}, {os.cpu_count()} cores" + (f", {gpu}" if gpu else "")
+            + f", load average {os.getloadavg()[0]:.2f}")
 
 
 # ----------------------------------------------------------------------------------- units
@@ -227,9 +256,8 @@ def run_unit(unit: Unit, cache: Path, limit_s: float) -> bool:
     elif unit.kind == "random":
         ok, result = random_play(s, folder, limit_s)
     elif unit.kind == "sft":
-        # a resumable checkpoint (model and optimizer, 1.6 GB) every 5 steps: saving one
-        # every step added about 6 s to each 35 s step; a stop loses at most 4 steps
-        config = {"run_dir": str(folder), "save_every": 5, "resumable_checkpoints": True,
+        config = {"run_dir": str(folder), "save_every": s.sft_save_every,
+                  "resumable_checkpoints": True,
                   "env": {**env, "eval_seeds": s.eval_seeds,
                           "eval_first_seed": TUNING_FIRST_SEED},
                   "rollout": rollout, "data": {"paths": [str(demos)]},
@@ -242,7 +270,8 @@ def run_unit(unit: Unit, cache: Path, limit_s: float) -> bool:
         rows = metrics(folder)
         result = {"tuning_success_before": rows[0].get("eval/success_rate"),
                   "tuning_success_after": rows[-1].get("eval/success_rate"),
-                  "steps": rows[-1]["step"], "samples": rows[0].get("data/samples")}
+                  "steps": rows[-1]["step"], "samples": rows[0].get("data/samples"),
+                  "completion_loss": completion_loss(rows, s.sft_batch)}
     elif unit.kind == "revisits":
         ok, result = revisits(s, sft_dir / "model", folder, limit_s)
     elif unit.kind == "warmth":
@@ -305,7 +334,8 @@ def env_flags(s: Setup) -> list[str]:
 def model_rollouts(s: Setup, model: Path, out: Path, limit_s: float, *args: str) -> bool:
     """``agentgym rollout`` of the SFT model with the setup's env, context and action size."""
     kw = env_flags(s)
-    return _cli(["rollout", s.env_id, "--policy", f"hf:{model}", *args, "--context", "window",
+    return _cli(["rollout", s.env_id, "--policy", f"hf:{model}", "--device", s.device,
+                 "--dtype", s.dtype, *args, "--context", "window",
                  "--history-length", str(s.history_length), "--max-tokens", str(s.max_tokens),
                  "--out", str(out), *kw], limit_s)
 
@@ -315,10 +345,13 @@ def top_action(path: Path) -> tuple[str, float]:
     from collections import Counter
 
     from agentgym.jsonl import read_trajectories
+    from agentgym.parsing import parse_tool_calls
 
-    counts = Counter(" ".join(c.name for c in step.action.tool_calls)
-                     or step.action.content.strip()
-                     for t in read_trajectories(path) for step in t.steps)
+    def calls(step: Any) -> str:  # an env that reads its own calls records only the text
+        found = step.action.tool_calls or parse_tool_calls(step.action.content).calls
+        return " ".join(c.name for c in found) or step.action.content.strip()
+
+    counts = Counter(calls(step) for t in read_trajectories(path) for step in t.steps)
     action, n = counts.most_common(1)[0] if counts else ("", 0)
     return action, n / max(sum(counts.values()), 1)
 
@@ -394,7 +427,8 @@ def demonstration_fit(s: Setup, model_dir: Path, demos: Path, samples: int = 64)
     from agentgym.trainers.sft_data import demonstration_samples
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=getattr(torch, s.dtype)
+                                                 ).to(s.device).eval()
     limit = (s.rollout_options or {}).get("max_prompt_tokens")  # as the SFT run's context
     context = ContextConfig(mode="window", history_length=s.history_length,
                             **({"max_prompt_tokens": limit} if limit else {}))

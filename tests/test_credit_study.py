@@ -150,3 +150,42 @@ def test_divergence_counts_steps_with_the_same_rollout_tokens(study, tmp_path):
     assert "as grpo's of the same seed (same tasks and sampling seeds), most likely the same " \
            "rollouts: gigpo 1 of 2." in line
     assert study.divergence_line(setup, rl[1:2]) == ""
+
+
+def test_page_adds_the_gpu_scale_section_from_its_own_records(study, tmp_path):
+    """``--scale`` runs keep their records apart (their random-play key is the CPU one's);
+    the page shows them in a section of their own, only for envs that have one."""
+    assert study.SCALED_RECORDS == study.RECORDS / "scaled"
+    big = study.scaled(study.SETUPS["sokoban"])
+    assert (big.device, big.dtype, big.expert_episodes) == ("cuda", "float32", 400)
+    cpu, gpu = tmp_path / "cpu", tmp_path / "gpu"
+    every = {u.kind: u for u in study.units(big, tmp_path, gpu)}
+    every["sft"].record.parent.mkdir(parents=True)
+    every["sft"].record.write_text(json.dumps({
+        "tuning_success_before": 0.0, "tuning_success_after": 0.46, "samples": 1964,
+        "wall_seconds": 347, "machine": "a GPU box"}))
+    setups = [study.SETUPS[n] for n in study.DEFAULT_ENVS.split(",")]
+    scaled = [study.scaled(s) for s in setups]
+    page = study.report(setups, tmp_path, "cmd", tmp_path / "x.md", cpu, scaled, gpu)
+    assert "## At GPU scale (`--scale`)" in page
+    assert "python benchmarks/credit_study.py --scale --envs sokoban\n" in page
+    assert "### agentgym/Sokoban-v0" in page and "### textarena/FrozenLake-v0" not in page
+    assert "400 expert episodes (1964 steps), 3 epoch(s), lr 0.0001, batch 8: greedy " \
+           "tuning-seed success 0% → 46%" in page
+    page = study.report(setups, tmp_path, "cmd", tmp_path / "x.md", cpu, scaled, cpu)
+    assert "At GPU scale" not in page
+
+
+def test_top_action_reads_calls_recorded_as_text(study, tmp_path):
+    """An env that parses its own calls leaves them in the action's text: counted by name."""
+    call = '<tool_call>{{"name": "{}", "arguments": {{}}}}</tool_call>'
+    texts = [call.format("down"), call.format("down"), call.format("up"), "no call at all"]
+    steps = [{"index": i, "action": {"role": "assistant", "content": text},
+              "result": {"observation": [], "reward": 0.0}} for i, text in enumerate(texts)]
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps({"schema_version": 1, "id": "a", "task_id": "t",
+                                "group_id": "g", "prompt": [], "steps": steps,
+                                "status": "terminated"}) + "\n")
+    from credit_units import top_action  # the study's path (the fixture puts it first)
+
+    assert top_action(path) == ("down", 0.5)

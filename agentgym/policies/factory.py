@@ -28,7 +28,8 @@ def policy_specs() -> list[str]:
     return [*MODEL_FREE, *backend_specs()]
 
 
-def make_policy_backend(spec: str, *, model: str | None = None, device: str = "cpu") -> Policy:
+def make_policy_backend(spec: str, *, model: str | None = None, device: str = "cpu",
+                        dtype: str | None = None) -> Policy:
     """The generation backend a model spec names (see :mod:`agentgym.policies.backends`).
 
     Raises:
@@ -40,12 +41,12 @@ def make_policy_backend(spec: str, *, model: str | None = None, device: str = "c
         specs = policy_specs()
         raise ConfigError(f"unknown policy {spec!r}; choose one of {', '.join(specs)}"
                           f"{did_you_mean(spec, specs)}") from None
-    return build_backend(spec, options=BackendOptions(model=model, device=device))
+    return build_backend(spec, options=BackendOptions(model=model, device=device, dtype=dtype))
 
 
 def make_agent(spec: str, *, seed: int | None = None, sampling: SamplingParams | None = None,
                context: ContextConfig | None = None, model: str | None = None,
-               device: str = "cpu") -> Any:
+               device: str = "cpu", dtype: str | None = None) -> Any:
     """An agent for :func:`agentgym.rollout.run_groups` from a policy spec."""
     from agentgym.context import ContextConfig
     from agentgym.rollout import LMAgent
@@ -54,5 +55,5 @@ def make_agent(spec: str, *, seed: int | None = None, sampling: SamplingParams |
         return RandomAgent(seed)
     if spec in ("scripted", "expert"):
         return ScriptedAgent()
-    backend = make_policy_backend(spec, model=model, device=device)
+    backend = make_policy_backend(spec, model=model, device=device, dtype=dtype)
     return LMAgent(backend, context or ContextConfig(), sampling or SamplingParams(seed=seed))

@@ -336,3 +336,18 @@ async def test_smollm2_logprobs_match_rescoring(smollm2: TransformersPolicy) -> 
     assert_rescored(smollm2.model, out, [s.get("temperature", 1.0) for s in settings])
     [alone] = await smollm2.generate([req(prompts[0], temperature=0.0, max_tokens=20)])
     assert alone.completion_ids == out[0].completion_ids
+
+
+def test_rollout_device_and_dtype_reach_the_model(tiny_model_dir):
+    """``agentgym rollout --device/--dtype`` (the study's rollouts on a GPU machine use
+    them) build the in-process model with that dtype; a bad dtype names the choices."""
+    import torch
+
+    from agentgym.policies import make_agent
+
+    agent = make_agent(f"hf:{tiny_model_dir}", device="cpu", dtype="bfloat16")
+    assert next(agent.policy.model.parameters()).dtype == torch.bfloat16
+    assert next(make_agent(f"hf:{tiny_model_dir}").policy.model.parameters()).dtype \
+        == torch.float32
+    with pytest.raises(ConfigError, match="float32"):
+        make_agent(f"hf:{tiny_model_dir}", dtype="fp8")
