@@ -43,13 +43,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import yaml
+from credit_page import (
+    divergence_line,
+    plot,
+    rates_table,
+    reading_line,
+    resolution_line,
+    rl_table,
+    sft_lines,
+    warmth_line,
+)
 from credit_units import (
     BAND,
     CACHE,
@@ -58,17 +66,13 @@ from credit_units import (
     RECORDS,
     ROOT,
     SCALED_RECORDS,
-    SWE_RATES,
     TUNING_FIRST_SEED,
     Setup,
     Unit,
-    completion_loss,
     machine,
-    metrics,
     needed_files,
     run_unit,
     units,
-    variant_name,
     warm_enough,
 )
 
@@ -127,17 +131,6 @@ def scaled(setup: Setup) -> Setup:
 
 
 # ---------------------------------------------------------------------------------- report
-
-def interval(values: list[float]) -> tuple[float, float]:
-    """Mean and the half-width of a t 95% interval over seeds (0 for one seed)."""
-    n = len(values)
-    mean = sum(values) / n
-    if n < 2:
-        return mean, 0.0
-    t = {2: 12.706, 3: 4.303, 4: 3.182, 5: 2.776}.get(n, 2.0)
-    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
-    return mean, t * sd / math.sqrt(n)
-
 
 def report(setups: list[Setup], cache: Path, command: str, out: Path,
            records: Path | None = None, scaled_setups: list[Setup] | None = None,
@@ -226,6 +219,7 @@ def setup_lines(s: Setup, cache: Path, records: Path | None, out: Path, heading:
         lines += [x for x in [divergence_line(s, done)] if x]
         lines += [f"\n- {u.variant} seed {u.seed}: {u.result()['note']}." for u in done
                   if u.result().get("note")]
+        lines += ["", reading_line(s, done)]
         if s.band is None:
             lines += ["", *rates_table(s, done)]
         png = plot(s, done, out.parent, suffix)
@@ -234,111 +228,6 @@ def setup_lines(s: Setup, cache: Path, records: Path | None, out: Path, heading:
     lines += [f"RL runs finished: {len(done)} of {len(rl)}"
               + (f"; still to run: {', '.join(missing)}." if missing else "."), ""]
     return lines
-
-
-def sft_lines(s: Setup, sft: Unit) -> list[str]:
-    """The warm start: its result, or how far it got."""
-    where = "held-out" if s.band is None else "tuning-seed"
-    if sft.done:
-        r = sft.result()
-        lines = [f"**SFT warm start**: {s.expert_episodes} expert episodes "
-                 f"({r['samples']:.0f} steps), {s.sft_epochs} epoch(s), lr {s.sft_lr}, "
-                 f"batch {s.sft_batch}: greedy {where} success {r['tuning_success_before']:.0%}"
-                 f" → {r['tuning_success_after']:.0%} ({r['wall_seconds'] / 60:.0f} min, "
-                 f"{r['machine']})" + (f"; {r['note']}" if r.get("note") else "") + ".", ""]
-        if r.get("completion_loss"):
-            lines += [loss_line(r["completion_loss"]), ""]
-        if s.band is not None and not s.eval_temperature \
-                and not s.band[0] <= r["tuning_success_after"] <= s.band[1]:
-            lines += [f"That is outside the {s.band[0]:.0%}–{s.band[1]:.0%} band of greedy "
-                      "tuning-seed success this study starts RL from: with fewer "
-                      "successes, most groups carry no reward difference to learn from; "
-                      "with more, too little is left to gain. More demonstrations or "
-                      "epochs (`--set expert_episodes=N`, `--set sft_epochs=N`, new cache "
-                      "keys) move it; the RL runs below wait on it.", ""]
-        return lines
-    rows = metrics(sft.folder)
-    steps = [r for r in rows if "loss" in r]
-    if not steps:
-        return ["**SFT warm start**: not started yet.", ""]
-    plan = math.ceil(rows[0]["data/samples"] / s.sft_batch) * s.sft_epochs
-    per_step = sum(r["update_s"] for r in steps) / len(steps)
-    wall = sft.folder / "wall.json"  # the load when the unit last stopped
-    where_run = json.loads(wall.read_text())["machine"] if wall.is_file() else machine()
-    return [f"**SFT warm start**: not finished yet: {steps[-1]['step']} of {plan} optimizer "
-            f"steps done on {rows[0]['data/samples']:.0f} expert steps ({s.expert_episodes} "
-            f"episodes), loss {steps[0]['loss']:.3f} after the first step, "
-            f"{steps[-1]['loss']:.3f} after the last, {per_step:.0f} s per optimizer step "
-            f"({where_run}); {where} success of the base model "
-            f"{rows[0]['eval/success_rate']:.0%}.", "",
-            loss_line(completion_loss(rows, s.sft_batch)), ""]
-
-
-def loss_line(stretches: list[list[float]]) -> str:
-    """An SFT run's loss per completion over its steps (see ``completion_loss``)."""
-    parts = ", ".join(f"{nats:.2f} (steps {a}–{b})" for a, b, nats in stretches)
-    return ("Its loss per demonstrated completion, in nats, over the run: " + parts
-            + f". A uniform guess among four moves costs ln 4 = {math.log(4):.2f}.")
-
-
-def warmth_line(s: Setup, r: dict[str, Any], demos: Unit) -> str:
-    """The SFT model sampled on tuning seeds: its success, the band, its favourite move."""
-    line = (f"**Sampled at T={r['temperature']}** (the policy RL trains, and how this env's "
-            f"held-out success is measured): tuning-seed success {r['tuning_success']:.0%} "
-            f"over {r['episodes']} seeds")
-    if s.band is not None:
-        line += "; this is what the band is judged on"
-        if not s.band[0] <= r["tuning_success"] <= s.band[1]:
-            line += (f", and it is outside {s.band[0]:.0%}–{s.band[1]:.0%}: the RL runs below "
-                     "wait on a warmer start")
-    line += "."
-    if "demonstration_fit" in r:
-        line += (" On its own demonstrations' prompts it gives the demonstrated action "
-                 f"{r['demonstration_fit']:.0%} probability on average.")
-    expert = demos.result().get("top_action") if demos.done else None
-    if "top_action" in r and expert:
-        line += (f" Its most frequent action, `{r['top_action'][0]}`, is "
-                 f"{r['top_action'][1]:.0%} of its moves; the demonstrations' most frequent, "
-                 f"`{expert[0]}`, {expert[1]:.0%} of theirs.")
-    return line
-
-
-def resolution_line(s: Setup, done: list[Unit]) -> str:
-    """How far apart two held-out figures must be before the evaluation can tell them apart."""
-    before = [u.result()["held_out_before"] for u in done]
-    p = min(max(sum(before) / len(before), 1 / s.eval_seeds), 1 - 1 / s.eval_seeds)
-    half = 1.96 * math.sqrt(p * (1 - p) / s.eval_seeds)
-    return (f"How finely this measures: one run's held-out figure counts {s.eval_seeds} "
-            f"episodes, so at the starting success ({p:.0%}) its 95% binomial interval is "
-            f"±{100 * half:.0f} points; over {len(s.seeds)} seeds the mean's is about "
-            f"±{100 * half / math.sqrt(len(s.seeds)):.0f} from evaluation alone, before the "
-            "runs' own spread.")
-
-
-def divergence_line(s: Setup, done: list[Unit]) -> str:
-    """How far each run drew apart from the first variant's run of its seed (same tasks and
-    sampling seeds): a training step whose rollouts hold as many tokens in both drew, most
-    likely, the same rollouts. The first step always does (both start from the SFT model)."""
-    first = variants(s)[0]
-    ref = {u.seed: u.result().get("step_tokens") for u in done if u.variant == first}
-    counts: dict[str, list[int]] = {}
-    for u in done:
-        mine, theirs = u.result().get("step_tokens"), ref.get(u.seed)
-        if u.variant == first or not mine or not theirs:
-            continue
-        pairs = list(zip(mine, theirs, strict=False))[1:]
-        seen = counts.setdefault(u.variant, [0, 0])
-        seen[0] += sum(a == b for a, b in pairs)
-        seen[1] += len(pairs)
-    if not counts:
-        return ""
-    return ("\nHow far the runs drew apart: training steps after the first whose rollouts "
-            f"held exactly as many tokens as {first}'s of the same seed (same tasks and "
-            "sampling seeds), most likely the same rollouts: "
-            + ", ".join(f"{v} {a} of {n}" for v, (a, n) in counts.items())
-            + f". A run that matches at every step sampled as {first}'s did throughout: "
-            "its updates moved the policy the same way (for SALT, see "
-            "[when SALT's update is its base's](estimators.md#when-salts-update-is-its-bases)).")
 
 
 def superseded_lines(s: Setup, records: Path) -> list[str]:
@@ -365,80 +254,6 @@ def superseded_lines(s: Setup, records: Path) -> list[str]:
             line += f", sampled at T=1 {rev['train_success_t1']:.0%} of training rollouts"
         lines.append(line + ".")
     return [*lines, ""] if lines else []
-
-
-def _results(done: list[Unit], variant: str) -> list[dict[str, Any]]:
-    return [u.result() for u in done if u.variant == variant]
-
-
-def variants(s: Setup) -> list[str]:
-    return [variant_name(e, a) for e in s.estimators for a in s.accumulations]
-
-
-def rl_table(s: Setup, done: list[Unit]) -> list[str]:
-    """Held-out success before and after RL, per estimator (mean ± 95% over seeds)."""
-    lines = ["| run | seeds | held-out before | held-out after (mean ± 95%) | tokens/run | "
-             "train s/run | wall min/run |", "|---|---|---|---|---|---|---|"]
-    for variant in variants(s):
-        rs = _results(done, variant)
-        if not rs:
-            lines.append(f"| {variant} | 0 | | | | | |")
-            continue
-        before = interval([r["held_out_before"] for r in rs])
-        after = interval([r["held_out_after"] for r in rs])
-        lines.append(f"| {variant} | {len(rs)} | {before[0]:.1%} | {after[0]:.1%} ± "
-                     f"{after[1]:.1%} | {sum(r['tokens'] for r in rs) / len(rs):,.0f} | "
-                     f"{sum(r['train_seconds'] for r in rs) / len(rs):.0f} | "
-                     f"{sum(r['wall_seconds'] for r in rs) / len(rs) / 60:.1f} |")
-    return lines
-
-
-def rates_table(s: Setup, done: list[Unit]) -> list[str]:
-    """SWE's completion, modification and resolve rates of the training rollouts, per step."""
-    lines = ["Training rollouts, rate at each step (mean over seeds):", "",
-             "| run | seeds | " + " | ".join(r.replace("_", " ") for r in SWE_RATES) + " |",
-             "|---|---|" + "---|" * len(SWE_RATES)]
-    for variant in variants(s):
-        rs = _results(done, variant)
-        cells = []
-        for rate in SWE_RATES:
-            series = [r.get(rate) or [] for r in rs]
-            steps = min((len(x) for x in series), default=0)
-            means = [sum((x[i] or 0.0) for x in series) / len(series) for i in range(steps)]
-            cells.append(" → ".join(f"{m:.0%}" for m in means) or "–")
-        lines.append(f"| {variant} | {len(rs)} | " + " | ".join(cells) + " |")
-    return lines
-
-
-def plot(s: Setup, done: list[Unit], folder: Path, suffix: str = "") -> Path:
-    """Held-out success (left) and the training rollouts' success (right) per step."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (held, train) = plt.subplots(1, 2, figsize=(10, 3.5), sharey=True)
-    for i, variant in enumerate(variants(s)):
-        runs = [u for u in done if u.variant == variant]
-        for u in runs:
-            r = u.result()
-            label = variant if u.seed == min(x.seed for x in runs) else None
-            held.plot(*zip(*r["curve"], strict=True), color=f"C{i}", alpha=0.8, marker="o",
-                      label=label)
-            steps = range(1, len(r["train_success"]) + 1)
-            train.plot(steps, [x or 0.0 for x in r["train_success"]], color=f"C{i}",
-                       alpha=0.8, label=label)
-    held.set_xlabel("training step")
-    held.set_ylabel("success")
-    held.set_title(f"{s.env_id}: held-out")
-    train.set_xlabel("training step")
-    train.set_title("training rollouts (T=1)")
-    held.legend()
-    path = folder / f"learning_{s.name}{suffix}.png"
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
 
 
 def run_setup(setup: Setup, every: list[Unit], args: argparse.Namespace, end: float) -> bool:

@@ -189,3 +189,19 @@ def test_top_action_reads_calls_recorded_as_text(study, tmp_path):
     from credit_units import top_action  # the study's path (the fixture puts it first)
 
     assert top_action(path) == ("down", 0.5)
+
+
+def test_reading_says_whether_a_change_is_beyond_the_evaluation(study, tmp_path):
+    """24 seeds at 25%: ±17 points resolve one run; a -4 point change does not count, a
+    +30 point one does; the share of groups with a mixed outcome follows the success."""
+    setup = study.SETUPS["frozenlake"]
+    rl = [u for u in study.units(setup, tmp_path) if u.kind == "rl"]
+    for unit, after in zip(rl[:2], (0.21, 0.55), strict=True):
+        unit.record.parent.mkdir(parents=True, exist_ok=True)
+        unit.record.write_text(json.dumps({"held_out_before": 0.25, "held_out_after": after,
+                                           "train_success": [0.5, 0.5]}))
+    line = study.reading_line(setup, rl[:1])
+    assert "changed by grpo -4.0 (1 seed) points. No change is larger" in line
+    assert "succeeded 50% of the time on average; at that rate about 88% of groups" in line
+    line = study.reading_line(setup, rl[:2])
+    assert "gigpo +30.0 (1 seed) points. gigpo moved it by more" in line
