@@ -131,6 +131,10 @@ def rollout(
         "runs/rollout.jsonl"),
     model: Annotated[str | None, typer.Option(help="Model name for openai: policies.")] = None,
     temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = 1.0,
+    sampling_seed: Annotated[int | None, typer.Option(
+        help="Seed of a model's sampling (each call draws from its own seed derived from it): "
+             "the same seed, model and tasks give the same episodes; default: unseeded.")
+    ] = None,
     max_tokens: Annotated[int, typer.Option(help="Most tokens per policy call.")] = 256,
     context: Annotated[str, typer.Option(help="full | window | summarize")] = "full",
     history_length: Annotated[int, typer.Option(help="K for --context window.")] = 2,
@@ -166,7 +170,7 @@ def rollout(
             param_hint="--episodes")
     # Fail fast on a bad id, kwargs or policy, before loading a model or starting episodes.
     probe = agentgym.make(env_id, **kwargs)
-    sampling = SamplingParams(temperature=temperature, max_tokens=max_tokens)
+    sampling = SamplingParams(temperature=temperature, max_tokens=max_tokens, seed=sampling_seed)
     ctx = ContextConfig(mode=context, history_length=history_length,  # type: ignore[arg-type]
                         summarize=SummarizeConfig(working_tokens=working_tokens,
                                                   max_summaries=max_summaries))

@@ -109,23 +109,36 @@ def resolution_line(s: Setup, done: list[Unit]) -> str:
             "runs' own spread.")
 
 
-def reading_line(s: Setup, done: list[Unit]) -> str:
+def reading_line(s: Setup, done: list[Unit], finer: dict[tuple[str, int], dict[str, Any]],
+                 base: dict[str, Any] | None) -> str:
     """What an env's finished RL runs say so far: each variant's change in held-out success
-    (mean over its seeds) against what the evaluation resolves, and the training signal."""
-    _, half = resolution(s, done)
+    (mean over its seeds) against what the evaluation resolves, and the training signal.
+    Where the finer evaluation covers every finished run, the change is measured by it."""
+    use_finer = base is not None and all((u.variant, u.seed) in finer for u in done)
+    if use_finer:
+        p = min(max(base["success"], 1 / base["episodes"]), 1 - 1 / base["episodes"])
+        half = 1.96 * math.sqrt(p * (1 - p) / base["episodes"])
+    else:
+        _, half = resolution(s, done)
     changes, moved = [], []
     for variant in variants(s):
-        rs = _results(done, variant)
-        if not rs:
+        mine = [u for u in done if u.variant == variant]
+        if not mine:
             continue
-        change = sum(r["held_out_after"] - r["held_out_before"] for r in rs) / len(rs)
-        changes.append(f"{variant} {100 * change:+.1f} ({len(rs)} seed{'s' * (len(rs) > 1)})")
-        if abs(change) > half / math.sqrt(len(rs)):
+        if use_finer:
+            change = sum(finer[(u.variant, u.seed)]["success"] - base["success"]
+                         for u in mine) / len(mine)
+        else:
+            change = sum(u.result()["held_out_after"] - u.result()["held_out_before"]
+                         for u in mine) / len(mine)
+        changes.append(f"{variant} {100 * change:+.1f} ({len(mine)} seed{'s' * (len(mine) > 1)})")
+        if abs(change) > half / math.sqrt(len(mine)):
             moved.append(variant)
     train = [x or 0.0 for u in done for x in u.result().get("train_success", [])]
     episodes = s.steps * s.tasks_per_step * s.group_size
     line = (f"**Reading so far** ({len(done)} runs of {episodes} training episodes each): "
-            "held-out success changed by " + ", ".join(changes) + " points. ")
+            + ("by the finer evaluation, " if use_finer else "")
+            + "held-out success changed by " + ", ".join(changes) + " points. ")
     if moved:
         line += (", ".join(moved) + " moved it by more than the evaluation resolves for "
                  "its number of seeds (see above).")
@@ -177,22 +190,47 @@ def variants(s: Setup) -> list[str]:
     return [variant_name(e, a) for e in s.estimators for a in s.accumulations]
 
 
-def rl_table(s: Setup, done: list[Unit]) -> list[str]:
-    """Held-out success before and after RL, per estimator (mean ± 95% over seeds)."""
-    lines = ["| run | seeds | held-out before | held-out after (mean ± 95%) | tokens/run | "
-             "train s/run | wall min/run |", "|---|---|---|---|---|---|---|"]
+def rl_table(s: Setup, done: list[Unit], finer: dict[tuple[str, int], dict[str, Any]]
+             ) -> list[str]:
+    """Held-out success before and after RL, per estimator (mean ± 95% over seeds); with the
+    finer evaluation of the runs' last checkpoints where it has run."""
+    extra = bool(finer)
+    head = "| run | seeds | held-out before | held-out after (mean ± 95%) | "
+    head += "after, finer evaluation (mean ± 95%) | " if extra else ""
+    lines = [head + "tokens/run | train s/run | wall min/run |",
+             "|---|---|---|---|" + "---|" * extra + "---|---|---|"]
     for variant in variants(s):
         rs = _results(done, variant)
         if not rs:
-            lines.append(f"| {variant} | 0 | | | | | |")
+            lines.append(f"| {variant} | 0 | | | " + "| " * extra + "| | |")
             continue
         before = interval([r["held_out_before"] for r in rs])
         after = interval([r["held_out_after"] for r in rs])
+        cell = ""
+        if extra:
+            mine = [finer[(u.variant, u.seed)]["success"] for u in done
+                    if u.variant == variant and (u.variant, u.seed) in finer]
+            fine = interval(mine) if mine else None
+            cell = (f"{fine[0]:.1%} ± {fine[1]:.1%} ({len(mine)}) | " if fine else "– | ")
         lines.append(f"| {variant} | {len(rs)} | {before[0]:.1%} | {after[0]:.1%} ± "
-                     f"{after[1]:.1%} | {sum(r['tokens'] for r in rs) / len(rs):,.0f} | "
+                     f"{after[1]:.1%} | {cell}{sum(r['tokens'] for r in rs) / len(rs):,.0f} | "
                      f"{sum(r['train_seconds'] for r in rs) / len(rs):.0f} | "
                      f"{sum(r['wall_seconds'] for r in rs) / len(rs) / 60:.1f} |")
     return lines
+
+
+def finer_line(s: Setup, base: dict[str, Any]) -> str:
+    """The warm start under the finer held-out evaluation, and what that evaluation resolves."""
+    p = min(max(base["success"], 1 / base["episodes"]), 1 - 1 / base["episodes"])
+    half = 1.96 * math.sqrt(p * (1 - p) / base["episodes"])
+    return (f"**Finer held-out evaluation**: {base['draws']} sampled episodes per held-out "
+            f"seed ({base['episodes']} in all, sampling seed 1, so every model meets the same "
+            f"random numbers), of the warm start and of each run's last checkpoint. The warm "
+            f"start: {base['success']:.1%}; one model's figure resolves ±{100 * half:.0f} "
+            "points (95% binomial), a mean over "
+            f"{len(s.seeds)} seeds about ±{100 * half / math.sqrt(len(s.seeds)):.0f}. The "
+            "trainer's own evaluation (the columns before it) is one draw, sampling seed 0, "
+            "the same for every run: its 'before' is that one draw of the warm start.")
 
 
 def rates_table(s: Setup, done: list[Unit]) -> list[str]:

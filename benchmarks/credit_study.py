@@ -50,6 +50,7 @@ from pathlib import Path
 import yaml
 from credit_page import (
     divergence_line,
+    finer_line,
     plot,
     rates_table,
     reading_line,
@@ -89,7 +90,7 @@ SETUPS = {
     "sokoban": Setup("sokoban", "agentgym/Sokoban-v0", {"max_steps_generation": 10},
                      max_turns=8, max_tokens=24, expert_episodes=100, sft_lr=1e-4,
                      sft_epochs=3, sft_batch=8, eval_temperature=1.0, eval_every=8,
-                     random_episodes=200),
+                     random_episodes=200, final_draws=4),
     # a short warm start: a policy that ignores the board ("down, right" repeated) wins 26%
     # of tuning seeds, so the format and the mix of moves put a model in the band, and what
     # RL can add is reading the board; greedy play of that model repeats one move (0%), so
@@ -97,7 +98,7 @@ SETUPS = {
     # and after only, to fit the time
     "frozenlake": Setup("frozenlake", "textarena/FrozenLake-v0", {}, max_turns=10,
                         max_tokens=8, expert_episodes=30, sft_batch=8, eval_temperature=1.0,
-                        eval_every=8),
+                        eval_every=8, final_draws=4),
     # G-RA against direct accumulation: oracle episodes (``git apply`` the fix, ``submit``) on
     # the 18 training repositories, held-out resolve on the 6 test ones (every test task)
     "swe": Setup("swe", "agentgym/SWE-v0",
@@ -213,13 +214,17 @@ def setup_lines(s: Setup, cache: Path, records: Path | None, out: Path, heading:
                   + (f"; {r['note']}" if r.get("note") else "") + ".", ""]
     rl = [u for u in all_units if u.kind == "rl"]
     done = [u for u in rl if u.done]
+    finer = {(u.variant, u.seed): u.result() for u in all_units if u.kind == "final" and u.done}
+    base = next((u.result() for u in all_units if u.kind == "baseline" and u.done), None)
     if done:
-        lines += rl_table(s, done)
+        lines += rl_table(s, done, finer)
         lines += ["", resolution_line(s, done)]
+        if base is not None:
+            lines += ["", finer_line(s, base)]
         lines += [x for x in [divergence_line(s, done)] if x]
         lines += [f"\n- {u.variant} seed {u.seed}: {u.result()['note']}." for u in done
                   if u.result().get("note")]
-        lines += ["", reading_line(s, done)]
+        lines += ["", reading_line(s, done, finer, base)]
         if s.band is None:
             lines += ["", *rates_table(s, done)]
         png = plot(s, done, out.parent, suffix)
@@ -259,7 +264,8 @@ def superseded_lines(s: Setup, records: Path) -> list[str]:
 def run_setup(setup: Setup, every: list[Unit], args: argparse.Namespace, end: float) -> bool:
     """Run the setup's unfinished units in order; False when the time limit stopped one."""
     for unit in (u for u in every if not u.done):
-        if unit.kind == "rl" and not warm_enough(setup, args.cache, args.records):
+        if unit.kind in ("baseline", "rl", "final") \
+                and not warm_enough(setup, args.cache, args.records):
             print(f"unit: {setup.name} rl waits: the SFT model's tuning-seed success "
                   f"is outside {BAND[0]:.0%}-{BAND[1]:.0%}", flush=True)
             return True

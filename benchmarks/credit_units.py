@@ -11,6 +11,7 @@ import json
 import math
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import time
@@ -74,6 +75,11 @@ class Setup:
     # of play that ignores the board, beside the SFT model's (envs whose random policy knows
     # the action format: one with tools)
     random_episodes: int = 0
+    # sampling draws per held-out seed of a second, finer held-out evaluation of the SFT
+    # model (``baseline``) and of each RL run's last checkpoint (``final``), all from one
+    # sampling seed, so every model meets the same random numbers (0: none). The trainer's
+    # own evaluation is one draw (sampling seed 0): at 24 seeds it resolves ±14 points
+    final_draws: int = 0
     rollout_options: dict[str, Any] | None = None  # more rollout fields (SFT and RL)
     optim_options: dict[str, Any] | None = None  # more RL optimizer fields
 
@@ -175,7 +181,7 @@ class Unit:
     """One cached piece of work."""
 
     setup: Setup
-    kind: str  # demos | sft | revisits | rl
+    kind: str  # random | demos | sft | warmth | revisits | baseline | rl | final
     folder: Path
     record: Path  # its result (JSON); the unit is finished when this file exists
     estimator: str = ""
@@ -212,22 +218,31 @@ def units(setup: Setup, cache: Path, records: Path | None = None) -> Iterator[Un
         yield unit(f"{sft}/warmth-{_hash([setup.eval_temperature, setup.eval_seeds])}", "warmth")
     if setup.accumulations == ("none",):  # HGPO's groups; G-RA's comparison has none
         yield unit(f"{sft}/revisits", "revisits")
+    finer = f"heldout-{_hash([setup.eval_temperature, setup.eval_seeds, setup.final_draws])}"
+    if setup.final_draws:
+        yield unit(f"{sft}/{finer}", "baseline")
     for seed in setup.seeds:  # seeds outer: every estimator gets seed 0 before any gets seed 1
         for estimator in setup.estimators:
             for acc in setup.accumulations:
                 name = estimator if acc == "none" else f"{estimator}-{acc}"
-                yield unit(f"rl/{name}-seed{seed}-{_hash([sft, setup.budget()])}", "rl",
-                           estimator, seed, acc)
+                run = f"rl/{name}-seed{seed}-{_hash([sft, setup.budget()])}"
+                yield unit(run, "rl", estimator, seed, acc)
+                if setup.final_draws:
+                    yield unit(f"{run}/{finer}", "final", estimator, seed, acc)
 
 
 def needed_files(unit: Unit, all_units: list[Unit]) -> Unit | None:
     """The finished unit whose files ``unit`` reads and the cache has lost, if any."""
+    if unit.kind == "final":  # the run's last checkpoint
+        run = next(u for u in all_units if u.kind == "rl" and u.folder == unit.folder.parent)
+        if not (run.folder / "run" / "checkpoints").is_dir():
+            return run
     by_kind = {u.kind: u for u in all_units if u.kind in ("demos", "sft")}
     if unit.kind in ("sft", "warmth") and not (by_kind["demos"].folder /
                                                "expert.jsonl").is_file():
         return by_kind["demos"]
-    if unit.kind in ("warmth", "revisits", "rl") and not (by_kind["sft"].folder /
-                                                          "model").is_dir():
+    if unit.kind in ("warmth", "revisits", "baseline", "rl") \
+            and not (by_kind["sft"].folder / "model").is_dir():
         return by_kind["sft"]
     return None
 
@@ -256,26 +271,15 @@ def run_unit(unit: Unit, cache: Path, limit_s: float) -> bool:
     elif unit.kind == "random":
         ok, result = random_play(s, folder, limit_s)
     elif unit.kind == "sft":
-        config = {"run_dir": str(folder), "save_every": s.sft_save_every,
-                  "resumable_checkpoints": True,
-                  "env": {**env, "eval_seeds": s.eval_seeds,
-                          "eval_first_seed": TUNING_FIRST_SEED},
-                  "rollout": rollout, "data": {"paths": [str(demos)]},
-                  "model": {"path": s.model, "device": s.device, "dtype": s.dtype},
-                  "optim": {"lr": s.sft_lr, "epochs": s.sft_epochs, "batch_size": s.sft_batch}}
-        path = folder.parent / f"{folder.name}.yaml"
-        path.write_text(yaml.safe_dump(config, sort_keys=False))
-        resume = ["--resume"] if (folder / "checkpoints").is_dir() else []
-        ok = _cli(["sft", str(path), *resume], limit_s)
-        rows = metrics(folder)
-        result = {"tuning_success_before": rows[0].get("eval/success_rate"),
-                  "tuning_success_after": rows[-1].get("eval/success_rate"),
-                  "steps": rows[-1]["step"], "samples": rows[0].get("data/samples"),
-                  "completion_loss": completion_loss(rows, s.sft_batch)}
+        ok, result = supervised(s, folder, env, rollout, demos, limit_s)
     elif unit.kind == "revisits":
         ok, result = revisits(s, sft_dir / "model", folder, limit_s)
     elif unit.kind == "warmth":
         ok, result = warmth(s, sft_dir / "model", demos, folder, limit_s)
+    elif unit.kind == "baseline":
+        ok, result = finer_held_out(s, sft_dir / "model", folder, limit_s)
+    elif unit.kind == "final":
+        ok, result = final_held_out(s, folder, limit_s)
     else:
         config = {"run_dir": str(folder / "run"), "seed": unit.seed, "steps": s.steps,
                   "save_every": 1, "resumable_checkpoints": True, "eval_every": s.eval_every,
@@ -324,6 +328,28 @@ def run_unit(unit: Unit, cache: Path, limit_s: float) -> bool:
             print(f"regenerated {unit.kind} {folder.name}: "
                   + (f"differs from its record: {changed}" if changed else "as recorded"))
     return ok
+
+
+def supervised(s: Setup, folder: Path, env: dict[str, Any], rollout: dict[str, Any],
+               demos: Path, limit_s: float) -> tuple[bool, dict]:
+    """``agentgym sft`` of the setup's model on its demonstrations (resumes a stopped run)."""
+    config = {"run_dir": str(folder), "save_every": s.sft_save_every,
+              "resumable_checkpoints": True,
+              "env": {**env, "eval_seeds": s.eval_seeds,
+                      "eval_first_seed": TUNING_FIRST_SEED},
+              "rollout": rollout, "data": {"paths": [str(demos)]},
+              "model": {"path": s.model, "device": s.device, "dtype": s.dtype},
+              "optim": {"lr": s.sft_lr, "epochs": s.sft_epochs, "batch_size": s.sft_batch}}
+    path = folder.parent / f"{folder.name}.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    resume = ["--resume"] if (folder / "checkpoints").is_dir() else []
+    ok = _cli(["sft", str(path), *resume], limit_s)
+    rows = metrics(folder)
+    result = {"tuning_success_before": rows[0].get("eval/success_rate"),
+              "tuning_success_after": rows[-1].get("eval/success_rate"),
+              "steps": rows[-1]["step"], "samples": rows[0].get("data/samples"),
+              "completion_loss": completion_loss(rows, s.sft_batch)}
+    return ok, result
 
 
 def env_flags(s: Setup) -> list[str]:
@@ -411,6 +437,41 @@ def revisits(s: Setup, model: Path, folder: Path, limit_s: float) -> tuple[bool,
     return True, {"steps": total, "groups": len(groups), "group_size": s.group_size,
                   "share_grouped": {str(k): shared[k] / max(total, 1) for k in levels},
                   "train_success_t1": success}
+
+
+def finer_held_out(s: Setup, model: Path, folder: Path, limit_s: float
+                   ) -> tuple[bool, dict]:
+    """Held-out success over ``final_draws`` sampled episodes per held-out seed, sampling
+    seed 1 (the trainer's evaluation uses 0), with each seed's count of successes."""
+    out = folder / "heldout.jsonl"
+    if not model_rollouts(s, model, out, limit_s, "--episodes",
+                          str(s.eval_seeds * s.final_draws), "--group-size",
+                          str(s.final_draws), "--seed", str(HELD_OUT_FIRST_SEED),
+                          "--temperature", str(s.eval_temperature or 0.0),
+                          "--sampling-seed", "1"):
+        return False, {}
+    from agentgym.evaluation.metrics import succeeded
+    from agentgym.jsonl import read_trajectories
+
+    per_seed: dict[str, int] = {}
+    trajs = [t for t in read_trajectories(out) if t.scorable]
+    for t in trajs:
+        per_seed[str(t.seed)] = per_seed.get(str(t.seed), 0) + int(succeeded(t))
+    return True, {"episodes": len(trajs), "draws": s.final_draws,
+                  "success": sum(per_seed.values()) / max(len(trajs), 1),
+                  "per_seed": per_seed}
+
+
+def final_held_out(s: Setup, folder: Path, limit_s: float) -> tuple[bool, dict]:
+    """``finer_held_out`` of an RL run's last checkpoint (the run is ``folder``'s parent)."""
+    model = folder / "model"  # exported for the evaluation, then removed (0.5 GB)
+    if not model.is_dir() and not _cli(["export", str(folder.parent / "run"), "--out",
+                                        str(model)], limit_s):
+        return False, {}
+    ok, result = finer_held_out(s, model, folder, limit_s)
+    if ok:
+        shutil.rmtree(model)
+    return ok, result
 
 
 def demonstration_fit(s: Setup, model_dir: Path, demos: Path, samples: int = 64) -> float:

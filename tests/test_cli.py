@@ -76,3 +76,21 @@ def test_rollout_summarize_context_records_summary_turns(tmp_path, tiny_model_di
     assert at and traj["metrics"]["summaries"] == len(at)
     assert all(sizes[i + 1] < sizes[i] for i in at if i + 1 < len(steps))  # the window restarts
     assert max(n for i, n in enumerate(sizes) if i not in at) <= 1024
+
+
+def test_rollout_sampling_seed_repeats_the_episodes(tmp_path, tiny_model_dir):
+    """--sampling-seed: the same seed gives the same completions, and a group's rollouts
+    still differ from one another (each call draws from its own derived seed)."""
+    def texts(name: str, seed: str) -> list[list[str]]:
+        path = tmp_path / f"{name}.jsonl"
+        out = agentgym("rollout", "agentgym/MentalMath-v0", "--policy", f"hf:{tiny_model_dir}",
+                       "--episodes", "4", "--group-size", "4", "--max-tokens", "12",
+                       "--sampling-seed", seed, "--out", str(path))
+        assert out.returncode == 0, out.stderr
+        return [[s["action"]["content"] for s in json.loads(line)["steps"]]
+                for line in path.read_text().splitlines()]
+
+    first = texts("a", "1")
+    assert texts("b", "1") == first
+    assert len({tuple(t) for t in first}) > 1
+    assert texts("c", "2") != first

@@ -86,8 +86,10 @@ def test_records_live_apart_from_the_cache_and_lost_files_are_made_again(study, 
     missing so the study makes them again before that unit."""
     cache, records = tmp_path / "cache", tmp_path / "records"
     every = list(study.units(study.SETUPS["frozenlake"], cache, records))
-    demos, sft, warmth, revisits, first_rl = every[:5]
+    demos, sft, warmth, revisits, baseline, first_rl, first_final = every[:7]
     assert warmth.kind == "warmth" and revisits.kind == "revisits"
+    assert (baseline.kind, first_rl.kind, first_final.kind) == ("baseline", "rl", "final")
+    assert first_final.folder.parent == first_rl.folder
     assert sft.record == records / "frozenlake" / f"{sft.folder.name}.json"
     assert first_rl.record.parent == records / "frozenlake" / "rl"
     for unit in (demos, sft):
@@ -100,6 +102,11 @@ def test_records_live_apart_from_the_cache_and_lost_files_are_made_again(study, 
     (sft.folder / "model").mkdir(parents=True)
     assert study.needed_files(first_rl, every) is None
     assert study.needed_files(revisits, every) is None
+    assert study.needed_files(baseline, every) is None
+    # a finished run whose checkpoints are gone is run again before its finer evaluation
+    assert study.needed_files(first_final, every) is first_rl
+    (first_rl.folder / "run" / "checkpoints").mkdir(parents=True)
+    assert study.needed_files(first_final, every) is None
     assert study.needed_files(warmth, every) is demos  # it measures the fit to them too
     (demos.folder / "expert.jsonl").parent.mkdir(parents=True)
     (demos.folder / "expert.jsonl").write_text("")
@@ -200,8 +207,8 @@ def test_reading_says_whether_a_change_is_beyond_the_evaluation(study, tmp_path)
         unit.record.parent.mkdir(parents=True, exist_ok=True)
         unit.record.write_text(json.dumps({"held_out_before": 0.25, "held_out_after": after,
                                            "train_success": [0.5, 0.5]}))
-    line = study.reading_line(setup, rl[:1])
+    line = study.reading_line(setup, rl[:1], {}, None)
     assert "changed by grpo -4.0 (1 seed) points. No change is larger" in line
     assert "succeeded 50% of the time on average; at that rate about 88% of groups" in line
-    line = study.reading_line(setup, rl[:2])
+    line = study.reading_line(setup, rl[:2], {}, None)
     assert "gigpo +30.0 (1 seed) points. gigpo moved it by more" in line
