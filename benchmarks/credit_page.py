@@ -91,12 +91,18 @@ def warmth_line(s: Setup, r: dict[str, Any], demos: Unit) -> str:
     return line
 
 
+def binomial(success: float, n: int) -> tuple[float, float]:
+    """``success`` kept one episode away from 0 and 1, and the 95% binomial half-width of
+    a figure from ``n`` episodes there."""
+    p = min(max(success, 1 / n), 1 - 1 / n)
+    return p, 1.96 * math.sqrt(p * (1 - p) / n)
+
+
 def resolution(s: Setup, done: list[Unit]) -> tuple[float, float]:
     """The runs' mean starting success and the 95% binomial half-width of one run's
     held-out figure there (``eval_seeds`` episodes)."""
     before = [u.result()["held_out_before"] for u in done]
-    p = min(max(sum(before) / len(before), 1 / s.eval_seeds), 1 - 1 / s.eval_seeds)
-    return p, 1.96 * math.sqrt(p * (1 - p) / s.eval_seeds)
+    return binomial(sum(before) / len(before), s.eval_seeds)
 
 
 def resolution_line(s: Setup, done: list[Unit]) -> str:
@@ -116,8 +122,7 @@ def reading_line(s: Setup, done: list[Unit], finer: dict[tuple[str, int], dict[s
     Where the finer evaluation covers every finished run, the change is measured by it."""
     use_finer = base is not None and all((u.variant, u.seed) in finer for u in done)
     if use_finer:
-        p = min(max(base["success"], 1 / base["episodes"]), 1 - 1 / base["episodes"])
-        half = 1.96 * math.sqrt(p * (1 - p) / base["episodes"])
+        _, half = binomial(base["success"], base["episodes"])
     else:
         _, half = resolution(s, done)
     changes, moved = [], []
@@ -221,8 +226,7 @@ def rl_table(s: Setup, done: list[Unit], finer: dict[tuple[str, int], dict[str, 
 
 def finer_line(s: Setup, base: dict[str, Any]) -> str:
     """The warm start under the finer held-out evaluation, and what that evaluation resolves."""
-    p = min(max(base["success"], 1 / base["episodes"]), 1 - 1 / base["episodes"])
-    half = 1.96 * math.sqrt(p * (1 - p) / base["episodes"])
+    _, half = binomial(base["success"], base["episodes"])
     return (f"**Finer held-out evaluation**: {base['draws']} sampled episodes per held-out "
             f"seed ({base['episodes']} in all, sampling seed 1, so every model meets the same "
             f"random numbers), of the warm start and of each run's last checkpoint. The warm "
