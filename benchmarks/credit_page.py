@@ -125,20 +125,22 @@ def reading_line(s: Setup, done: list[Unit], finer: dict[tuple[str, int], dict[s
         _, half = binomial(base["success"], base["episodes"])
     else:
         _, half = resolution(s, done)
-    changes, moved = [], []
+    changes, moved, spread = [], [], []
     for variant in variants(s):
         mine = [u for u in done if u.variant == variant]
         if not mine:
             continue
         if use_finer:
-            change = sum(finer[(u.variant, u.seed)]["success"] - base["success"]
-                         for u in mine) / len(mine)
+            deltas = [finer[(u.variant, u.seed)]["success"] - base["success"] for u in mine]
         else:
-            change = sum(u.result()["held_out_after"] - u.result()["held_out_before"]
-                         for u in mine) / len(mine)
+            deltas = [u.result()["held_out_after"] - u.result()["held_out_before"]
+                      for u in mine]
+        change, width = interval(deltas)
         changes.append(f"{variant} {100 * change:+.1f} ({len(mine)} seed{'s' * (len(mine) > 1)})")
         if abs(change) > half / math.sqrt(len(mine)):
             moved.append(variant)
+            if len(mine) > 1 and abs(change) <= width:
+                spread.append(f"{variant} ({100 * change:+.1f} ± {100 * width:.1f})")
     train = [x or 0.0 for u in done for x in u.result().get("train_success", [])]
     episodes = s.steps * s.tasks_per_step * s.group_size
     line = (f"**Reading so far** ({len(done)} runs of {episodes} training episodes each): "
@@ -147,6 +149,10 @@ def reading_line(s: Setup, done: list[Unit], finer: dict[tuple[str, int], dict[s
     if moved:
         line += (", ".join(moved) + " moved it by more than the evaluation resolves for "
                  "its number of seeds (see above).")
+        if spread:
+            line += (" Yet the seeds disagree: the 95% interval over seeds of "
+                     + ", ".join(spread) + " holds no change: the runs' own spread, "
+                     "not the evaluation, keeps them from telling the estimators apart.")
     else:
         line += ("No change is larger than the evaluation resolves for its number of seeds "
                  "(see above), so these runs cannot tell the estimators apart, for or "
@@ -235,6 +241,24 @@ def finer_line(s: Setup, base: dict[str, Any]) -> str:
             f"{len(s.seeds)} seeds about ±{100 * half / math.sqrt(len(s.seeds)):.0f}. The "
             "trainer's own evaluation (the columns before it) is one draw, sampling seed 0, "
             "the same for every run: its 'before' is that one draw of the warm start.")
+
+
+def moves_line(s: Setup, finer: dict[tuple[str, int], dict[str, Any]],
+               base: dict[str, Any]) -> str:
+    """Each last checkpoint's finer held-out success and most frequent action, by seed:
+    where a run fell far below the warm start, whether its play changed its main move."""
+    def cell(r: dict[str, Any]) -> str:
+        move = (f" `{r['top_action'][0]}` {r['top_action'][1]:.0%}"
+                if r.get("top_action") else "")
+        return f"{r['success']:.1%}{move}"
+
+    runs = [f"{v}: " + ", ".join(f"seed {seed} {cell(finer[(v, seed)])}" for seed in s.seeds
+                                 if (v, seed) in finer) for v in variants(s)
+            if any((v, seed) in finer for seed in s.seeds)]
+    if not runs:
+        return ""
+    return ("**Per run, finer evaluation** (success; most frequent action and its share of "
+            f"the moves): warm start {cell(base)}; " + "; ".join(runs) + ".")
 
 
 def rates_table(s: Setup, done: list[Unit]) -> list[str]:

@@ -51,6 +51,7 @@ import yaml
 from credit_page import (
     divergence_line,
     finer_line,
+    moves_line,
     plot,
     rates_table,
     reading_line,
@@ -221,6 +222,8 @@ def setup_lines(s: Setup, cache: Path, records: Path | None, out: Path, heading:
         lines += ["", resolution_line(s, done)]
         if base is not None:
             lines += ["", finer_line(s, base)]
+            moves = moves_line(s, finer, base)
+            lines += ["", moves] if moves else []
         lines += [x for x in [divergence_line(s, done)] if x]
         lines += [f"\n- {u.variant} seed {u.seed}: {u.result()['note']}." for u in done
                   if u.result().get("note")]

@@ -459,7 +459,7 @@ def finer_held_out(s: Setup, model: Path, folder: Path, limit_s: float
         per_seed[str(t.seed)] = per_seed.get(str(t.seed), 0) + int(succeeded(t))
     return True, {"episodes": len(trajs), "draws": s.final_draws,
                   "success": sum(per_seed.values()) / max(len(trajs), 1),
-                  "per_seed": per_seed}
+                  "per_seed": per_seed, "top_action": top_action(out)}
 
 
 def final_held_out(s: Setup, folder: Path, limit_s: float) -> tuple[bool, dict]:
