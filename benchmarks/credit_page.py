@@ -230,6 +230,49 @@ def rl_table(s: Setup, done: list[Unit], finer: dict[tuple[str, int], dict[str, 
     return lines
 
 
+def verdict_line(s: Setup, done: list[Unit], rl: list[Unit],
+                 finer: dict[tuple[str, int], dict[str, Any]], base: dict[str, Any] | None,
+                 revisits: dict[str, Any] | None) -> str:
+    """One env's answer for the page's summary: each estimator's held-out success against
+    GRPO's, and whether the gap between estimators exceeds the spread over seeds."""
+    if not done:
+        return f"- {s.env_id}: no RL run has finished (0 of {len(rl)})."
+    use_finer = base is not None and all((u.variant, u.seed) in finer for u in done)
+    means: dict[str, tuple[float, float, int]] = {}
+    for variant in variants(s):
+        mine = [u for u in done if u.variant == variant]
+        if mine:
+            values = [finer[(u.variant, u.seed)]["success"] if use_finer
+                      else u.result()["held_out_after"] for u in mine]
+            means[variant] = (*interval(values), len(mine))
+    head = (f"- {s.env_id} ({len(done)} of {len(rl)} runs): held-out success of the last "
+            + ("checkpoints, finer evaluation" if use_finer else "checkpoints")
+            + ", mean ± 95% over seeds: "
+            + ", ".join(f"{v} {m:.1%} ± {w:.1%}" + (f" ({n} seed)" if n == 1 else "")
+                        for v, (m, w, n) in means.items())
+            + (f"; warm start {base['success']:.1%}" if use_finer and base else "") + ".")
+    if len(done) < len(rl) or len(means) < 2:
+        return head + " Too few runs to compare yet."
+    first, (m0, w0, _) = next(iter(means.items()))
+    beat = [v for v, (m, w, _) in means.items() if v != first and m - w > m0 + w0]
+    gap = max(m for m, _, _ in means.values()) - min(m for m, _, _ in means.values())
+    widest = max(w for _, w, _ in means.values())
+    if beat:
+        head += f" {', '.join(beat)} beat {first}: their intervals over seeds do not overlap."
+    else:
+        head += (f" No variant beat {first}: the largest gap between their means "
+                 f"({100 * gap:.1f} points) is {'within' if gap <= widest else 'beside'} "
+                 f"the widest spread over seeds (±{100 * widest:.1f}).")
+    if use_finer and base and all(m < base["success"] for m, _, _ in means.values()):
+        head += " No variant's mean ended above the warm start."
+    if revisits:
+        level1 = revisits["share_grouped"].get("1")
+        if level1 is not None:
+            head += (f" Step-level groups were there to use: {level1:.0%} of steps share "
+                     "their state with another rollout of their group.")
+    return head
+
+
 def finer_line(s: Setup, base: dict[str, Any]) -> str:
     """The warm start under the finer held-out evaluation, and what that evaluation resolves."""
     _, half = binomial(base["success"], base["episodes"])

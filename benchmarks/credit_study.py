@@ -58,6 +58,7 @@ from credit_page import (
     resolution_line,
     rl_table,
     sft_lines,
+    verdict_line,
     warmth_line,
 )
 from credit_units import (
@@ -154,11 +155,12 @@ def report(setups: list[Setup], cache: Path, command: str, out: Path,
         lines += ["**Result so far: none.** No RL run has finished yet, so this page does not "
                   "yet say whether step-level credit beats GRPO here; the units below continue "
                   "with the command above (the cache resumes them).", ""]
-    elif finished < len(rl):
+    else:
         lines += [f"**Result so far: incomplete.** {finished} of {len(rl)} RL runs have "
-                  "finished; with fewer than three seeds of every estimator on an env, its "
-                  "table below shows single runs, and this page draws no comparison from them "
-                  "yet. The command above continues the rest.", ""]
+                  "finished; an env draws a comparison only once every run of its has. The "
+                  "command above continues the rest." if finished < len(rl)
+                  else f"**Result.** All {len(rl)} RL runs have finished.", ""]
+        lines += [summary_line(s, cache, records) for s in setups] + [""]
     for s in setups:
         lines += setup_lines(s, cache, records, out, heading="##")
     gpu = [s for s in scaled_setups or [] if any(u.done for u in units(s, cache, scaled_records))]
@@ -174,6 +176,16 @@ def report(setups: list[Setup], cache: Path, command: str, out: Path,
         for s in gpu:
             lines += setup_lines(s, cache, scaled_records, out, heading="###", suffix="_scaled")
     return "\n".join(lines)
+
+
+def summary_line(s: Setup, cache: Path, records: Path | None) -> str:
+    """The env's answer in one bullet, for the top of the page."""
+    all_units = list(units(s, cache, records))
+    rl = [u for u in all_units if u.kind == "rl"]
+    finer = {(u.variant, u.seed): u.result() for u in all_units if u.kind == "final" and u.done}
+    base = next((u.result() for u in all_units if u.kind == "baseline" and u.done), None)
+    rev = next((u.result() for u in all_units if u.kind == "revisits" and u.done), None)
+    return verdict_line(s, [u for u in rl if u.done], rl, finer, base, rev)
 
 
 def setup_lines(s: Setup, cache: Path, records: Path | None, out: Path, heading: str,

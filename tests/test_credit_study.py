@@ -212,3 +212,25 @@ def test_reading_says_whether_a_change_is_beyond_the_evaluation(study, tmp_path)
     assert "succeeded 50% of the time on average; at that rate about 88% of groups" in line
     line = study.reading_line(setup, rl[:2], {}, None)
     assert "gigpo +30.0 (1 seed) points. gigpo moved it by more" in line
+
+
+def test_verdict_weighs_the_gap_between_estimators_against_the_seeds(study, tmp_path):
+    """The page's one-line answer per env: a variant beats GRPO only where the intervals
+    over seeds part; until every run has finished it compares nothing."""
+    setup = study.SETUPS["frozenlake"]
+    rl = [u for u in study.units(setup, tmp_path) if u.kind == "rl"]
+    for unit in rl:
+        unit.record.parent.mkdir(parents=True, exist_ok=True)
+        unit.record.write_text(json.dumps({"held_out_before": 0.1, "held_out_after": 0.1}))
+    base = {"success": 0.125, "episodes": 96, "draws": 4}
+    revisits = {"share_grouped": {"1": 0.94, "2": 0.59}}
+    noisy = {(u.variant, u.seed): {"success": (0.0, 0.1, 0.2)[u.seed]} for u in rl}
+    line = study.verdict_line(setup, rl, rl, noisy, base, revisits)
+    assert "grpo 10.0% ± 24.8%" in line and "warm start 12.5%" in line
+    assert "No variant beat grpo: the largest gap between their means (0.0 points)" in line
+    assert "No variant's mean ended above the warm start." in line
+    assert "94% of steps share their state" in line
+    apart = {k: {"success": 0.5 + 0.01 * k[1] if k[0] == "hgpo" else 0.1} for k in noisy}
+    line = study.verdict_line(setup, rl, rl, apart, base, None)
+    assert "hgpo beat grpo: their intervals over seeds do not overlap." in line
+    assert "Too few runs" in study.verdict_line(setup, rl[:4], rl, apart, base, None)
