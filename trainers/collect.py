@@ -87,7 +87,7 @@ async def evaluate_mix(config: TrainConfig, policy: Policy, runner: Runner | Non
                        ) -> dict[str, float]:
     """Held-out evaluation of every env of a mix that has ``eval_seeds``.
 
-    Each env at its own ``eval_temperature`` (0 = greedy).
+    Each env at its own ``eval_temperature`` (0 = greedy) and ``eval_draws``.
 
     Returns:
         ``env/<label>/eval/success_rate`` and ``.../reward_mean`` per env (rewards before
@@ -96,7 +96,7 @@ async def evaluate_mix(config: TrainConfig, policy: Policy, runner: Runner | Non
     entries = [e for e in config.envs if e.eval_seeds]
     done = await asyncio.gather(*(
         collect(_one_env(config, e), policy,
-                range(e.eval_first_seed, e.eval_first_seed + e.eval_seeds), 1,
+                range(e.eval_first_seed, e.eval_first_seed + e.eval_seeds), e.eval_draws,
                 e.eval_temperature, seed=0,
                 evaluation=True, runner=runner) for e in entries))
     out: dict[str, float] = {}

@@ -38,11 +38,21 @@ class EnvConfig:
     """Sampling temperature of the held-out evaluation: 0 = greedy; above 0 it measures the
     sampling policy that training improves (every evaluation samples with the same seed, so
     the same weights draw the same way)."""
+    eval_draws: int = 1
+    """Sampled episodes per held-out seed (with ``eval_temperature`` above 0): each task's
+    outcome is then its share of successes, so a small number of seeds resolves finer."""
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.eval_temperature < float("inf"):
             raise ConfigError(f"env.eval_temperature must be >= 0 (0 = greedy), got "
                               f"{self.eval_temperature}; e.g. env.eval_temperature=1.0")
+        if not isinstance(self.eval_draws, int) or self.eval_draws < 1:
+            raise ConfigError(f"env.eval_draws must be a whole number >= 1, got "
+                              f"{self.eval_draws!r}; e.g. env.eval_draws=4")
+        if self.eval_draws > 1 and self.eval_temperature == 0.0:
+            raise ConfigError(f"env.eval_draws={self.eval_draws} needs sampling: greedy "
+                              "episodes of one seed are all the same; set "
+                              "env.eval_temperature (e.g. 1.0) or env.eval_draws=1")
 
 
 @dataclass(frozen=True)

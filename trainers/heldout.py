@@ -1,10 +1,11 @@
 """Held-out success before and after training, task by task, and the gain's 95% interval.
 
-Every held-out evaluation writes each task's greedy outcome (seed → success) to
-``<run_dir>/heldout/step-<N>.json``. The last evaluation is compared with the one before
-training over the tasks scored in both, as a paired difference: the same tasks before and
-after, so task difficulty cancels out. The interval is a percentile bootstrap over tasks
-(Efron & Tibshirani 1993, ch. 13), resampling task indices once for both evaluations::
+Every held-out evaluation writes each task's outcome (seed → success; with several sampled
+draws per seed, its share of successes) to ``<run_dir>/heldout/step-<N>.json``. The last
+evaluation is compared with the one before training over the tasks scored in both, as a
+paired difference: the same tasks before and after, so task difficulty cancels out. The
+interval is a percentile bootstrap over tasks (Efron & Tibshirani 1993, ch. 13), resampling
+task indices once for both evaluations::
 
     gain = mean_i(after_i - before_i)
     gain*_r = mean_{i in I_r}(after_i - before_i),  I_r = n task indices drawn with replacement
@@ -35,15 +36,23 @@ def outcomes_path(run_dir: str | Path, step: int) -> Path:
 
 
 def record_outcomes(run_dir: str | Path, step: int, trajs: Sequence[Trajectory]) -> Path:
-    """Write each scorable held-out episode's success, keyed by its task seed."""
-    outcomes = {str(t.seed if t.seed is not None else t.task_id): bool(succeeded(t))
-                for t in trajs if t.scorable}
+    """Write each task's success, keyed by its seed.
+
+    A task with one scorable episode gets whether it succeeded; one with several
+    (``env.eval_draws``) gets the share that did.
+    """
+    episodes: dict[str, list[bool]] = {}
+    for t in trajs:
+        if t.scorable:
+            key = str(t.seed if t.seed is not None else t.task_id)
+            episodes.setdefault(key, []).append(bool(succeeded(t)))
+    outcomes = {k: v[0] if len(v) == 1 else sum(v) / len(v) for k, v in episodes.items()}
     path = outcomes_path(run_dir, step)
     path.parent.mkdir(parents=True, exist_ok=True)
     return atomic_write(path, json.dumps(outcomes, sort_keys=True))
 
 
-def read_outcomes(run_dir: str | Path, step: int) -> dict[str, bool] | None:
+def read_outcomes(run_dir: str | Path, step: int) -> dict[str, float] | None:
     """The outcomes of the evaluation after ``step`` steps, or None if it was not recorded."""
     path = outcomes_path(run_dir, step)
     return json.loads(path.read_text()) if path.exists() else None
@@ -54,7 +63,7 @@ def paired_gain(before: Sequence[float], after: Sequence[float], *, resamples: i
     """``(gain, low, high)``: mean of ``after - before`` and its 95% paired bootstrap interval.
 
     Args:
-        before: Each task's outcome (0/1) before training.
+        before: Each task's outcome (0/1, or its share of successes) before training.
         after: The same tasks' outcomes after, in the same order.
         resamples: Bootstrap resamples.
         seed: Seed of the resampling.
@@ -69,7 +78,7 @@ def paired_gain(before: Sequence[float], after: Sequence[float], *, resamples: i
     return float(diff.mean()), float(low), float(high)
 
 
-def gain_metrics(before: Mapping[str, bool], after: Mapping[str, bool]) -> dict[str, float]:
+def gain_metrics(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:
     """``heldout/*`` metrics comparing two evaluations over the tasks both scored."""
     tasks = sorted(set(before) & set(after))
     if not tasks:

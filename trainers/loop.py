@@ -311,7 +311,7 @@ async def evaluate_held_out(config: TrainConfig, policy: TransformersPolicy,
                             runner: Any = None, step: int | None = None) -> dict[str, float]:
     """Success rate and mean reward on the ``env.eval_seeds`` held-out seeds.
 
-    Greedy, or sampled at ``env.eval_temperature``.
+    Greedy, or sampled at ``env.eval_temperature`` (``env.eval_draws`` episodes per seed).
 
     With ``step``, each task's outcome is kept in the run folder (:mod:`.heldout`), and
     after the first step the gain over the evaluation before training comes with its
@@ -323,7 +323,8 @@ async def evaluate_held_out(config: TrainConfig, policy: TransformersPolicy,
     if not cfg.eval_seeds:
         return {}
     seeds = range(cfg.eval_first_seed, cfg.eval_first_seed + cfg.eval_seeds)
-    trajs = [x for x in await collect(config, policy, seeds, 1, cfg.eval_temperature, seed=0,
+    trajs = [x for x in await collect(config, policy, seeds, cfg.eval_draws,
+                                      cfg.eval_temperature, seed=0,
                                       evaluation=True, runner=runner) if x.scorable]
     n = max(len(trajs), 1)
     out = {"eval/success_rate": sum(map(succeeded, trajs)) / n,

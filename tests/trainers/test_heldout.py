@@ -46,3 +46,14 @@ def test_a_run_folder_gives_the_gain_line(tmp_path):
     assert line is not None
     assert "held-out success before/after: 30.0% → 60.0% (+30.0 points; 95% interval +" in line
     assert "paired bootstrap over 100 held-out tasks" in line
+
+
+def test_shares_of_several_draws_pair_like_outcomes(tmp_path):
+    """Tasks evaluated with several draws (``env.eval_draws``) carry their share of
+    successes; older runs' 0/1 outcomes still pair with them."""
+    (tmp_path / "heldout").mkdir()
+    (tmp_path / "heldout" / "step-0.json").write_text(json.dumps({"1": False, "2": True}))
+    (tmp_path / "heldout" / "step-4.json").write_text(json.dumps({"1": 0.5, "2": 0.75}))
+    m = run_gain(tmp_path, 4)
+    assert (m["heldout/success_before"], m["heldout/success_after"]) == (0.5, 0.625)
+    assert m["heldout/gain"] == pytest.approx(0.125)
