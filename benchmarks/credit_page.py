@@ -35,7 +35,7 @@ def sft_lines(s: Setup, sft: Unit) -> list[str]:
                  f" → {r['tuning_success_after']:.0%} ({r['wall_seconds'] / 60:.0f} min, "
                  f"{r['machine']})" + (f"; {r['note']}" if r.get("note") else "") + ".", ""]
         if r.get("completion_loss"):
-            lines += [loss_line(r["completion_loss"]), ""]
+            lines += [loss_line(r["completion_loss"], s.moves), ""]
         if s.band is not None and not s.eval_temperature \
                 and not s.band[0] <= r["tuning_success_after"] <= s.band[1]:
             lines += [f"That is outside the {s.band[0]:.0%}–{s.band[1]:.0%} band of greedy "
@@ -59,14 +59,16 @@ def sft_lines(s: Setup, sft: Unit) -> list[str]:
             f"{steps[-1]['loss']:.3f} after the last, {per_step:.0f} s per optimizer step "
             f"({where_run}); {where} success of the base model "
             f"{rows[0]['eval/success_rate']:.0%}.", "",
-            loss_line(completion_loss(rows, s.sft_batch)), ""]
+            loss_line(completion_loss(rows, s.sft_batch), s.moves), ""]
 
 
-def loss_line(stretches: list[list[float]]) -> str:
-    """An SFT run's loss per completion over its steps (see ``completion_loss``)."""
+def loss_line(stretches: list[list[float]], moves: int) -> str:
+    """An SFT run's loss per completion over its steps (see ``completion_loss``), beside a
+    uniform guess among a grid game's ``moves``."""
     parts = ", ".join(f"{nats:.2f} (steps {a}–{b})" for a, b, nats in stretches)
-    return ("Its loss per demonstrated completion, in nats, over the run: " + parts
-            + f". A uniform guess among four moves costs ln 4 = {math.log(4):.2f}.")
+    return ("Its loss per demonstrated completion, in nats, over the run: " + parts + "."
+            + (f" A uniform guess among {moves} moves costs ln {moves} = "
+               f"{math.log(moves):.2f}." if moves else ""))
 
 
 def warmth_line(s: Setup, r: dict[str, Any], demos: Unit) -> str:

@@ -92,7 +92,7 @@ SETUPS = {
     "sokoban": Setup("sokoban", "agentgym/Sokoban-v0", {"max_steps_generation": 10},
                      max_turns=8, max_tokens=24, expert_episodes=100, sft_lr=1e-4,
                      sft_epochs=3, sft_batch=8, eval_temperature=1.0, eval_every=8,
-                     random_episodes=200, final_draws=4),
+                     random_episodes=200, final_draws=4, moves=4),
     # a short warm start: a policy that ignores the board ("down, right" repeated) wins 26%
     # of tuning seeds, so the format and the mix of moves put a model in the band, and what
     # RL can add is reading the board; greedy play of that model repeats one move (0%), so
@@ -100,7 +100,7 @@ SETUPS = {
     # and after only, to fit the time
     "frozenlake": Setup("frozenlake", "textarena/FrozenLake-v0", {}, max_turns=10,
                         max_tokens=8, expert_episodes=30, sft_batch=8, eval_temperature=1.0,
-                        eval_every=8, final_draws=4),
+                        eval_every=8, final_draws=4, moves=4),
     # G-RA against direct accumulation: oracle episodes (``git apply`` the fix, ``submit``) on
     # the 18 training repositories, held-out resolve on the 6 test ones (every test task)
     "swe": Setup("swe", "agentgym/SWE-v0",

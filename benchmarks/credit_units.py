@@ -80,6 +80,9 @@ class Setup:
     # sampling seed, so every model meets the same random numbers (0: none). The trainer's
     # own evaluation is one draw (sampling seed 0): at 24 seeds it resolves ±14 points
     final_draws: int = 0
+    # moves of a grid game (the page sets a completion's loss beside a uniform guess among
+    # them); 0 for an env whose actions are free text
+    moves: int = 0
     rollout_options: dict[str, Any] | None = None  # more rollout fields (SFT and RL)
     optim_options: dict[str, Any] | None = None  # more RL optimizer fields
 
