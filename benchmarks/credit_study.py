@@ -102,10 +102,11 @@ SETUPS = {
                         max_tokens=8, expert_episodes=30, sft_batch=8, eval_temperature=1.0,
                         eval_every=8, final_draws=4, moves=4),
     # G-RA against direct accumulation: oracle episodes (``git apply`` the fix, ``submit``) on
-    # the 18 training repositories, held-out resolve on the 6 test ones (every test task)
+    # the 18 training repositories, held-out resolve on the 6 test ones (every test task);
+    # an action holds up to 448 tokens, as the longest demonstrated patch call is 409
     "swe": Setup("swe", "agentgym/SWE-v0",
                  {"split": "train", "sandbox": "docker", "command_timeout": 20,
-                  "test_timeout": 120}, max_turns=6, max_tokens=128, expert_episodes=18,
+                  "test_timeout": 120}, max_turns=6, max_tokens=448, expert_episodes=18,
                  sft_epochs=3, sft_batch=4, steps=4, history_length=3, eval_seeds=6,
                  estimators=("grpo",), accumulations=("direct", "gated"), band=None,
                  eval_kwargs={"split": "test"},
@@ -118,7 +119,10 @@ SETUPS = {
 # their records stay, and the page lists them
 SUPERSEDED = {"sokoban": {
     "sft-9bbc6798": "1 epoch, batch 16, lr 5e-5, left for being below the band",
-    "sft-f3f31f68": "1 epoch, batch 16, lr 1e-4, left for being below the band"}}
+    "sft-f3f31f68": "1 epoch, batch 16, lr 1e-4, left for being below the band"},
+    "swe": {"sft-644d900b": "128 tokens per action, fewer than every demonstrated patch call "
+                            "(189-409 tokens): its model was cut off mid-call, 96-100% of its "
+                            "RL steps invalid; `agentgym sft` now refuses such a setup"}}
 
 
 def scaled(setup: Setup) -> Setup:

@@ -59,6 +59,6 @@ def test_example_sft_config_runs(path, tmp_path, tiny_model_dir):
     write_trajectories(demos, trajs)
     cfg = load_sft_config(path, [f"run_dir={tmp_path / 'run'}", f"model.path={tiny_model_dir}",
                                  f"data.paths=[{demos}]", "env.eval_seeds=1",
-                                 "rollout.max_tokens=4", "tensorboard=false", "export=false"])
+                                 "tensorboard=false", "export=false"])
     run = sft(cfg)
     assert list((run / "checkpoints").glob("step-*/model.safetensors"))

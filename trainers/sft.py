@@ -102,8 +102,9 @@ def sft(config: SFTConfig, resume: bool = False, progress: Any = None) -> Path:
     """Run (or resume) supervised fine-tuning; returns the run directory.
 
     Raises:
-        ConfigError: Existing checkpoints without ``resume`` (or none with it), or no
-            demonstration left after filtering.
+        ConfigError: Existing checkpoints without ``resume`` (or none with it), no
+            demonstration left after filtering, or a demonstrated action longer than
+            ``rollout.max_tokens``.
     """
     run_dir = Path(config.run_dir)
     last = checkpoint.resume_point(run_dir, resume)  # checked before any model loads
@@ -120,6 +121,15 @@ def sft(config: SFTConfig, resume: bool = False, progress: Any = None) -> Path:
     if not samples:
         raise ConfigError(f"the {len(trajs)} kept trajectories hold no step to imitate (every "
                           "step invalid or without an action); check data.skip_invalid_steps")
+    too_long = [x.num_completion_tokens for x in samples
+                if x.num_completion_tokens > config.rollout.max_tokens]
+    if too_long:  # the model would learn actions it is cut off from finishing when it acts
+        raise ConfigError(
+            f"{len(too_long)} of {len(samples)} demonstrated actions are longer than "
+            f"rollout.max_tokens={config.rollout.max_tokens} (longest: {max(too_long)} "
+            "tokens, end of turn included), so a model that learns them is cut off mid-action "
+            "when it acts, in this run's held-out evaluation and in RL with the same rollout "
+            f"section; set rollout.max_tokens={max(too_long)} or more here and in the RL config")
     if config.model.lora.enabled:
         model = with_lora(model, config.model.lora)
     params = [p for p in model.parameters() if p.requires_grad]

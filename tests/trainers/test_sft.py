@@ -48,7 +48,7 @@ def sft_config(tmp_path: Path, model_dir: Path, demos: Path, **over) -> SFTConfi
         "env": {"id": SOKOBAN, "kwargs": {"max_steps_generation": 10}, "max_turns": 2,
                 "eval_seeds": 2},
         "model": {"path": str(model_dir)},
-        "rollout": {"context": "window", "history_length": 1, "max_tokens": 4},
+        "rollout": {"context": "window", "history_length": 1, "max_tokens": 24},
         "data": {"paths": [str(demos)]},
         "optim": {"lr": 3e-3, "epochs": 4, "batch_size": 4},
     }
@@ -164,6 +164,17 @@ def test_filters_keep_the_successful_episodes(tmp_path, tiny_model_dir):
         load_demonstrations(dataclasses.replace(base.data, min_reward=100.0))
 
 
+def test_actions_longer_than_the_generation_limit_are_refused(tmp_path, tiny_model_dir):
+    """Sokoban's solver actions are 22 tokens: at rollout.max_tokens=16 the SFT model would
+    be cut off mid-call every time it acts, so the run stops before training and says so."""
+    demos = expert_file(tmp_path / "expert.jsonl", episodes=2)
+    cfg = sft_config(tmp_path, tiny_model_dir, demos, rollout__max_tokens=16)
+    with pytest.raises(ConfigError, match=r"are longer than rollout.max_tokens=16 \(longest: "
+                                          r"22 tokens.*set rollout.max_tokens=22 or more"):
+        sft(cfg)
+    assert not (tmp_path / "sft" / "metrics.jsonl").exists()
+
+
 def test_cli_sft_runs_and_mistakes_exit_2_before_torch(tmp_path, tiny_model_dir):
     demos = expert_file(tmp_path / "expert.jsonl", episodes=2)
     config = tmp_path / "sft.yaml"
@@ -171,7 +182,7 @@ def test_cli_sft_runs_and_mistakes_exit_2_before_torch(tmp_path, tiny_model_dir)
         "run_dir": str(tmp_path / "run"), "tensorboard": False,
         "env": {"id": SOKOBAN, "kwargs": {"max_steps_generation": 10}, "max_turns": 2,
                 "eval_seeds": 1},
-        "model": {"path": str(tiny_model_dir)}, "rollout": {"max_tokens": 4},
+        "model": {"path": str(tiny_model_dir)}, "rollout": {"max_tokens": 24},
         "data": {"paths": [str(demos)]}, "optim": {"epochs": 1, "batch_size": 8}}))
     cli = [sys.executable, "-m", "agentgym.cli", "sft", str(config)]
     proc = subprocess.run(cli, capture_output=True, text=True, timeout=300, cwd=tmp_path)
