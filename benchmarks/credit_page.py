@@ -24,9 +24,14 @@ def interval(values: list[float]) -> tuple[float, float]:
     return mean, t * sd / math.sqrt(n)
 
 
+def sft_where(s: Setup) -> str:
+    """Which seeds judge the setup's warm start: held-out where RL does not wait on a band."""
+    return "held-out" if s.band is None else "tuning-seed"
+
+
 def sft_lines(s: Setup, sft: Unit) -> list[str]:
     """The warm start: its result, or how far it got."""
-    where = "held-out" if s.band is None else "tuning-seed"
+    where = sft_where(s)
     if sft.done:
         r = sft.result()
         lines = [f"**SFT warm start**: {s.expert_episodes} expert episodes "
@@ -117,13 +122,29 @@ def resolution_line(s: Setup, done: list[Unit]) -> str:
             "runs' own spread.")
 
 
+def _covered(done: list[Unit], finer: dict[tuple[str, int], dict[str, Any]],
+             base: dict[str, Any] | None) -> bool:
+    """Whether the finer evaluation covers the warm start and every finished run."""
+    return base is not None and all((u.variant, u.seed) in finer for u in done)
+
+
+def _before_after(u: Unit, finer: dict[tuple[str, int], dict[str, Any]],
+                  base: dict[str, Any] | None) -> tuple[float, float]:
+    """A run's held-out success before and after RL: by the finer evaluation where ``base``
+    (the warm start's) is given, else by the trainer's own."""
+    if base is not None:
+        return base["success"], finer[(u.variant, u.seed)]["success"]
+    r = u.result()
+    return r["held_out_before"], r["held_out_after"]
+
+
 def reading_line(s: Setup, done: list[Unit], finer: dict[tuple[str, int], dict[str, Any]],
                  base: dict[str, Any] | None) -> str:
     """What an env's finished RL runs say so far: each variant's change in held-out success
     (mean over its seeds) against what the evaluation resolves, and the training signal.
     Where the finer evaluation covers every finished run, the change is measured by it."""
-    use_finer = base is not None and all((u.variant, u.seed) in finer for u in done)
-    if use_finer:
+    use_finer = _covered(done, finer, base)
+    if use_finer and base is not None:
         _, half = binomial(base["success"], base["episodes"])
     else:
         _, half = resolution(s, done)
@@ -132,12 +153,8 @@ def reading_line(s: Setup, done: list[Unit], finer: dict[tuple[str, int], dict[s
         mine = [u for u in done if u.variant == variant]
         if not mine:
             continue
-        if use_finer:
-            deltas = [finer[(u.variant, u.seed)]["success"] - base["success"] for u in mine]
-        else:
-            deltas = [u.result()["held_out_after"] - u.result()["held_out_before"]
-                      for u in mine]
-        change, width = interval(deltas)
+        pairs = [_before_after(u, finer, base if use_finer else None) for u in mine]
+        change, width = interval([after - before for before, after in pairs])
         changes.append(f"{variant} {100 * change:+.1f} ({len(mine)} seed{'s' * (len(mine) > 1)})")
         if abs(change) > half / math.sqrt(len(mine)):
             moved.append(variant)
@@ -239,13 +256,12 @@ def verdict_line(s: Setup, done: list[Unit], rl: list[Unit],
     GRPO's, and whether the gap between estimators exceeds the spread over seeds."""
     if not done:
         return f"- {s.env_id}: no RL run has finished (0 of {len(rl)})."
-    use_finer = base is not None and all((u.variant, u.seed) in finer for u in done)
+    use_finer = _covered(done, finer, base)
     means: dict[str, tuple[float, float, int]] = {}
     for variant in variants(s):
         mine = [u for u in done if u.variant == variant]
         if mine:
-            values = [finer[(u.variant, u.seed)]["success"] if use_finer
-                      else u.result()["held_out_after"] for u in mine]
+            values = [_before_after(u, finer, base if use_finer else None)[1] for u in mine]
             means[variant] = (*interval(values), len(mine))
     head = (f"- {s.env_id} ({len(done)} of {len(rl)} runs): held-out success of the last "
             + ("checkpoints, finer evaluation" if use_finer else "checkpoints")

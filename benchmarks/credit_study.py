@@ -58,6 +58,7 @@ from credit_page import (
     resolution_line,
     rl_table,
     sft_lines,
+    sft_where,
     verdict_line,
     warmth_line,
 )
@@ -120,9 +121,9 @@ SETUPS = {
 SUPERSEDED = {"sokoban": {
     "sft-9bbc6798": "1 epoch, batch 16, lr 5e-5, left for being below the band",
     "sft-f3f31f68": "1 epoch, batch 16, lr 1e-4, left for being below the band"},
-    "swe": {"sft-644d900b": "128 tokens per action, fewer than every demonstrated patch call "
-                            "(189-409 tokens): its model was cut off mid-call, 96-100% of its "
-                            "RL steps invalid; `agentgym sft` now refuses such a setup"}}
+    "swe": {"sft-644d900b": "128 tokens per action where every demonstrated patch call needs "
+                            "189-409: its model was cut off mid-call, 96-100% of its RL steps "
+                            "invalid; `agentgym sft` now refuses such a setup"}}
 
 
 def scaled(setup: Setup) -> Setup:
@@ -262,7 +263,7 @@ def superseded_lines(s: Setup, records: Path) -> list[str]:
         if not folder.with_suffix(".json").is_file():
             continue
         r = json.loads(folder.with_suffix(".json").read_text())
-        line = (f"- superseded warm start `{key}` ({differs}): greedy tuning-seed success "
+        line = (f"- superseded warm start `{key}` ({differs}): greedy {sft_where(s)} success "
                 f"{r['tuning_success_before']:.0%} → {r['tuning_success_after']:.0%}")
         if r.get("completion_loss"):
             line += (", loss per completion (nats) "
