@@ -76,6 +76,7 @@ from credit_units import (
     machine,
     needed_files,
     run_unit,
+    slim_finished_run,
     units,
     warm_enough,
 )
@@ -281,8 +282,21 @@ def superseded_lines(s: Setup, records: Path) -> list[str]:
     return [*lines, ""] if lines else []
 
 
+def finished_runs(every: list[Unit]) -> list[Path]:
+    """Training folders no unit resumes: finished SFT runs (the later units read their
+    exported model) and RL runs done with their finer evaluation (or that have none)."""
+    finals = {u.folder.parent: u.done for u in every if u.kind == "final"}
+    return [u.folder / "run" if u.kind == "rl" else u.folder for u in every
+            if u.done and (u.kind == "sft"
+                           or (u.kind == "rl" and finals.get(u.folder, True)))]
+
+
 def run_setup(setup: Setup, every: list[Unit], args: argparse.Namespace, end: float) -> bool:
     """Run the setup's unfinished units in order; False when the time limit stopped one."""
+    for run in finished_runs(every):
+        if freed := slim_finished_run(run):
+            print(f"freed {freed / 2**30:.1f} GiB of {run}: only its last checkpoint's "
+                  "weights are kept", flush=True)
     for unit in (u for u in every if not u.done):
         if unit.kind in ("baseline", "rl", "final") \
                 and not warm_enough(setup, args.cache, args.records):
@@ -339,7 +353,6 @@ def main() -> None:
             if not run_setup(setup, every, args, end):
                 break
     # the page covers every env of the study, whichever this call worked on; a call's time
-    # limit and env list are not part of what reproduces it
     # limit and env list are not part of what reproduces it; a --scale call's --set changes
     # its own setups only, and the other kind's records stay where they are
     command = " ".join(["flock /tmp/heavy.lock python benchmarks/credit_study.py",

@@ -477,6 +477,32 @@ def final_held_out(s: Setup, folder: Path, limit_s: float) -> tuple[bool, dict]:
     return ok, result
 
 
+def slim_finished_run(run: Path) -> int:
+    """Keep only a finished training run's last checkpoint, without its optimizer state;
+    returns the bytes freed.
+
+    Each resumable checkpoint of SmolLM2-135M is about 1.6 GB, two per run, and a study
+    holds dozens of runs; once a run is done nothing resumes it, and ``agentgym export``
+    (which remakes a run's evaluated model) reads only the weights.
+    """
+    from agentgym.trainers.checkpoint import latest
+
+    last = latest(run)
+    if last is None:
+        return 0
+    drop = [p for p in (run / "checkpoints").iterdir() if p != last]
+    drop += [last / "optimizer.pt"] if (last / "optimizer.pt").is_file() else []
+    freed = 0
+    for path in drop:
+        files = [path] if path.is_file() else [f for f in path.rglob("*") if f.is_file()]
+        freed += sum(f.stat().st_size for f in files)
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+    return freed
+
+
 def demonstration_fit(s: Setup, model_dir: Path, demos: Path, samples: int = 64) -> float:
     """Mean probability the model gives a demonstrated action (its whole completion) on the
     demonstration's own prompt, over evenly spaced demonstration steps: how much of what it

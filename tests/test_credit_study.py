@@ -234,3 +234,33 @@ def test_verdict_weighs_the_gap_between_estimators_against_the_seeds(study, tmp_
     line = study.verdict_line(setup, rl, rl, apart, base, None)
     assert "hgpo beat grpo: their intervals over seeds do not overlap." in line
     assert "Too few runs" in study.verdict_line(setup, rl[:4], rl, apart, base, None)
+
+
+def test_finished_runs_are_slimmed_to_their_last_weights(study, tmp_path):
+    """Only training folders nothing resumes lose their older checkpoints and optimizer
+    state, and what stays still loads as a checkpoint."""
+    torch = pytest.importorskip("torch")
+    from agentgym.trainers.checkpoint import TrainState, latest, save
+
+    every = list(study.units(study.SETUPS["sokoban"], tmp_path / "cache", tmp_path / "rec"))
+    by = {(u.kind, u.estimator, u.seed): u for u in every}
+    done = [by["sft", "", 0], by["rl", "grpo", 0], by["final", "grpo", 0],
+            by["rl", "gigpo", 0]]  # gigpo's finer evaluation is still to run
+    for u in done:
+        u.record.parent.mkdir(parents=True, exist_ok=True)
+        u.record.write_text("{}")
+    assert study.finished_runs(every) == [done[0].folder, done[1].folder / "run"]
+
+    model = torch.nn.Linear(2, 2)
+    optimizer = torch.optim.AdamW(model.parameters())
+    model(torch.ones(1, 2)).sum().backward()
+    optimizer.step()
+    run = done[1].folder / "run"
+    for step in (7, 8):
+        save(run, TrainState(step=step, next_seed=step), model, optimizer)
+    freed = study.slim_finished_run(run)
+    assert freed > 0 and [p.name for p in (run / "checkpoints").iterdir()] == ["step-000008"]
+    assert latest(run).name == "step-000008"
+    assert sorted(p.name for p in latest(run).iterdir()) == ["model.safetensors", "rng.pt",
+                                                             "state.json"]
+    assert study.slim_finished_run(run) == 0
