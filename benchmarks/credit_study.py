@@ -30,7 +30,8 @@ files (rollouts, checkpoints, models) go under ``--cache`` (default
 finds them); its result, a small JSON file, goes under ``--records`` (default
 ``benchmarks/credit_study/``, committed), so finished units carry over to a fresh clone and
 are never redone. An interrupted unit resumes from its last checkpoint (``--resume``;
-checkpoints are resumable and saved every step). Where a finished unit's files are needed
+checkpoints are resumable and saved every step); a finished training run keeps only its
+last checkpoint's weights (about 0.5 GB, not 3 GB, per run). Where a finished unit's files are needed
 by one still to run and the cache no longer holds them (a fresh clone), the unit is run
 again into the cache, its record kept, and a regenerated result that differs from the
 record is printed. ``--limit-minutes`` stops a unit (it then resumes on the next call), so
