@@ -31,11 +31,11 @@ finds them); its result, a small JSON file, goes under ``--records`` (default
 ``benchmarks/credit_study/``, committed), so finished units carry over to a fresh clone and
 are never redone. An interrupted unit resumes from its last checkpoint (``--resume``;
 checkpoints are resumable and saved every step); a finished training run keeps only its
-last checkpoint's weights (about 0.5 GB, not 3 GB, per run). Where a finished unit's files are needed
-by one still to run and the cache no longer holds them (a fresh clone), the unit is run
-again into the cache, its record kept, and a regenerated result that differs from the
-record is printed. ``--limit-minutes`` stops a unit (it then resumes on the next call), so
-the study can go on across days on a shared machine; run each call under
+last checkpoint's weights (about 0.5 GB, not 3 GB, per run). Where a finished unit's files
+are needed by one still to run and the cache no longer holds them (a fresh clone), the unit
+is run again into the cache, its record kept, and a regenerated result that differs from
+the record is printed. ``--limit-minutes`` stops a unit (it then resumes on the next call),
+so the study can go on across days on a shared machine; run each call under
 ``flock /tmp/heavy.lock``. ``docs/learning.md`` is rewritten after every call from the
 records, saying which units are still missing.
 """
