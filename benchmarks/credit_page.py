@@ -257,12 +257,7 @@ def verdict_line(s: Setup, done: list[Unit], rl: list[Unit],
     if not done:
         return f"- {s.env_id}: no RL run has finished (0 of {len(rl)})."
     use_finer = _covered(done, finer, base)
-    means: dict[str, tuple[float, float, int]] = {}
-    for variant in variants(s):
-        mine = [u for u in done if u.variant == variant]
-        if mine:
-            values = [_before_after(u, finer, base if use_finer else None)[1] for u in mine]
-            means[variant] = (*interval(values), len(mine))
+    means = _variant_means(s, done, finer, base)
     head = (f"- {s.env_id} ({len(done)} of {len(rl)} runs): held-out success of the last "
             + ("checkpoints, finer evaluation" if use_finer else "checkpoints")
             + ", mean ± 95% over seeds: "
@@ -271,8 +266,8 @@ def verdict_line(s: Setup, done: list[Unit], rl: list[Unit],
             + (f"; warm start {base['success']:.1%}" if use_finer and base else "") + ".")
     if len(done) < len(rl) or len(means) < 2:
         return head + " Too few runs to compare yet."
-    first, (m0, w0, _) = next(iter(means.items()))
-    beat = [v for v, (m, w, _) in means.items() if v != first and m - w > m0 + w0]
+    first = next(iter(means))
+    beat = _beat_first(means)
     gap = max(m for m, _, _ in means.values()) - min(m for m, _, _ in means.values())
     widest = max(w for _, w, _ in means.values())
     if beat:
@@ -289,6 +284,92 @@ def verdict_line(s: Setup, done: list[Unit], rl: list[Unit],
             head += (f" Step-level groups were there to use: {level1:.0%} of steps share "
                      "their state with another rollout of their group.")
     return head
+
+
+def _variant_means(s: Setup, done: list[Unit], finer: dict[tuple[str, int], dict[str, Any]],
+                   base: dict[str, Any] | None) -> dict[str, tuple[float, float, int]]:
+    """Each variant's held-out success after RL: mean, 95% half-width over seeds, seeds;
+    by the finer evaluation where it covers every finished run."""
+    use = base if _covered(done, finer, base) else None
+    means = {}
+    for variant in variants(s):
+        mine = [u for u in done if u.variant == variant]
+        if mine:
+            means[variant] = (*interval([_before_after(u, finer, use)[1] for u in mine]),
+                              len(mine))
+    return means
+
+
+def _beat_first(means: dict[str, tuple[float, float, int]]) -> list[str]:
+    """The variants whose interval over seeds lies wholly above the first variant's."""
+    first, (m0, w0, _) = next(iter(means.items()))
+    return [v for v, (m, w, _) in means.items() if v != first and m - w > m0 + w0]
+
+
+def across_line(envs: list[tuple[Setup, list[Unit], list[Unit],
+                                 dict[tuple[str, int], dict[str, Any]], dict[str, Any] | None,
+                                 dict[str, Any] | None]]) -> str:
+    """The study's answer over the envs that compare estimators, once each has every run:
+    where step-level credit beat GRPO, and, where it did not, the evidence on why: whether
+    the step-level groups were there (revisits), whether any variant moved held-out success
+    by more than the evaluation resolves, and how much of the training held a signal.
+    ``envs``: (setup, finished runs, all runs, finer results, warm start's, revisits)."""
+    pending = [f"{s.env_id} ({len(done)} of {len(rl)})" for s, done, rl, *_ in envs
+               if len(done) < len(rl)]
+    if pending:
+        return ("**Across envs**: drawn once every run of each env that compares estimators "
+                f"has finished; waiting on {', '.join(pending)}.")
+    won = {s.env_id: _beat_first(_variant_means(s, done, finer, base))
+           for s, done, _, finer, base, _ in envs}
+    first = variants(envs[0][0])[0]
+    line = (f"**Across envs** ({len(envs)} that compare estimators, every run finished): "
+            + (f"step-level credit beat {first} in none of them." if not any(won.values())
+               else "; ".join(f"{env}: {', '.join(v)} beat {first}" for env, v in won.items()
+                              if v) + f", in {sum(map(bool, won.values()))} of {len(envs)}."))
+    grouped = [f"{s.env_id} {rev['share_grouped']['1']:.0%}" for s, *_, rev in envs
+               if rev and "1" in rev["share_grouped"]]
+    if grouped:
+        line += (" The step-level groups were there to use: the share of the warm start's "
+                 "steps that share their state with another rollout of their group was "
+                 + ", ".join(grouped) + "; so too few revisits do not explain the outcome.")
+    moved, noisy, within = [], [], []
+    for s, done, _, finer, base, _ in envs:
+        use = base if _covered(done, finer, base) else None
+        half = binomial(base["success"], base["episodes"])[1] if use else resolution(s, done)[1]
+        for variant in variants(s):
+            pairs = [_before_after(u, finer, use) for u in done if u.variant == variant]
+            change, width = interval([after - before for before, after in pairs])
+            name = f"{s.env_id} {variant} {100 * change:+.1f}"
+            if abs(change) <= half / math.sqrt(len(pairs)):
+                within.append(name)
+            else:
+                (noisy if len(pairs) > 1 and abs(change) <= width else moved).append(
+                    name + (f" ± {100 * width:.1f}" if len(pairs) > 1 else ""))
+        train = [x or 0.0 for u in done for x in u.result().get("train_success", [])]
+        p = sum(train) / len(train) if train else 0.0
+        mixed = 1 - p ** s.group_size - (1 - p) ** s.group_size
+        groups = s.steps * s.tasks_per_step
+        line += (f" {s.env_id}: {groups * s.group_size} training episodes per run in "
+                 f"{groups} groups, {p:.0%} of them successes, so about {mixed * groups:.0f} "
+                 "groups per run held a reward difference to learn from; the evaluation "
+                 f"resolves a mean over {len(s.seeds)} seeds to about "
+                 f"±{100 * half / math.sqrt(len(s.seeds)):.0f} points.")
+    line += (" Mean change of held-out success from the warm start, in points: within what "
+             "the evaluation resolves: " + (", ".join(within) or "none"))
+    if noisy:
+        line += ("; beyond it, but with a 95% interval over seeds that holds no change: "
+                 + ", ".join(noisy))
+    if moved:
+        line += "; beyond both the evaluation and the seeds' spread: " + ", ".join(moved)
+    line += "."
+    if not moved and not any(won.values()):
+        line += (" No variant moved held-out success by more than the evaluation and its "
+                 "seeds resolve: at this budget no estimator, GRPO included, changed it "
+                 "measurably, so the study has too little signal to tell estimators "
+                 "apart. This is a null result, not evidence against step-level credit; "
+                 "a larger budget (`--scale`: four times the steps and tasks, groups of "
+                 "8, 128 evaluation seeds) is the test that could tell.")
+    return line
 
 
 def finer_line(s: Setup, base: dict[str, Any]) -> str:

@@ -50,6 +50,7 @@ from pathlib import Path
 
 import yaml
 from credit_page import (
+    across_line,
     divergence_line,
     finer_line,
     moves_line,
@@ -60,6 +61,7 @@ from credit_page import (
     rl_table,
     sft_lines,
     sft_where,
+    variants,
     verdict_line,
     warmth_line,
 )
@@ -168,6 +170,9 @@ def report(setups: list[Setup], cache: Path, command: str, out: Path,
                   "command above continues the rest." if finished < len(rl)
                   else f"**Result.** All {len(rl)} RL runs have finished.", ""]
         lines += [summary_line(s, cache, records) for s in setups] + [""]
+        compared = [evidence(s, cache, records) for s in setups if len(variants(s)) > 1
+                    and s.band is not None]
+        lines += [across_line(compared), ""] if len(compared) > 1 else []
     for s in setups:
         lines += setup_lines(s, cache, records, out, heading="##")
     gpu = [s for s in scaled_setups or [] if any(u.done for u in units(s, cache, scaled_records))]
@@ -185,14 +190,20 @@ def report(setups: list[Setup], cache: Path, command: str, out: Path,
     return "\n".join(lines)
 
 
-def summary_line(s: Setup, cache: Path, records: Path | None) -> str:
-    """The env's answer in one bullet, for the top of the page."""
+def evidence(s: Setup, cache: Path, records: Path | None) -> tuple:
+    """An env's finished and planned RL runs, finer results, warm start's and revisits."""
     all_units = list(units(s, cache, records))
     rl = [u for u in all_units if u.kind == "rl"]
     finer = {(u.variant, u.seed): u.result() for u in all_units if u.kind == "final" and u.done}
     base = next((u.result() for u in all_units if u.kind == "baseline" and u.done), None)
     rev = next((u.result() for u in all_units if u.kind == "revisits" and u.done), None)
-    return verdict_line(s, [u for u in rl if u.done], rl, finer, base, rev)
+    return s, [u for u in rl if u.done], rl, finer, base, rev
+
+
+def summary_line(s: Setup, cache: Path, records: Path | None) -> str:
+    """The env's answer in one bullet, for the top of the page."""
+    _, done, rl, finer, base, rev = evidence(s, cache, records)
+    return verdict_line(s, done, rl, finer, base, rev)
 
 
 def setup_lines(s: Setup, cache: Path, records: Path | None, out: Path, heading: str,

@@ -326,11 +326,18 @@ def run_unit(unit: Unit, cache: Path, limit_s: float) -> bool:
             unit.record.parent.mkdir(parents=True, exist_ok=True)
             _write_json(unit.record, result)
         else:
-            changed = {k: (v, result.get(k)) for k, v in unit.result().items()
-                       if k not in ("wall_seconds", "machine") and result.get(k) != v}
+            changed = record_changes(unit.result(), result)
             print(f"regenerated {unit.kind} {folder.name}: "
                   + (f"differs from its record: {changed}" if changed else "as recorded"))
     return ok
+
+
+def record_changes(record: dict[str, Any], result: dict[str, Any]) -> dict[str, tuple]:
+    """Where a regenerated unit's result differs from its committed record: compared as
+    stored (JSON turns tuples into lists); wall time, machine and a note are not results."""
+    stored = json.loads(json.dumps(result))
+    return {k: (v, stored.get(k)) for k, v in record.items()
+            if k not in ("wall_seconds", "machine", "note") and stored.get(k) != v}
 
 
 def supervised(s: Setup, folder: Path, env: dict[str, Any], rollout: dict[str, Any],

@@ -264,3 +264,44 @@ def test_finished_runs_are_slimmed_to_their_last_weights(study, tmp_path):
     assert sorted(p.name for p in latest(run).iterdir()) == ["model.safetensors", "rng.pt",
                                                              "state.json"]
     assert study.slim_finished_run(run) == 0
+
+
+def test_across_envs_waits_for_every_run_then_weighs_changes_against_seeds(study, tmp_path):
+    """The study's cross-env answer: nothing until each env has every run; then a change
+    counts only beyond both the evaluation's resolution and the spread over seeds."""
+    envs = []
+    for name in ("sokoban", "frozenlake"):
+        setup = study.SETUPS[name]
+        rl = [u for u in study.units(setup, tmp_path / name) if u.kind == "rl"]
+        for unit in rl:
+            unit.record.parent.mkdir(parents=True, exist_ok=True)
+            unit.record.write_text(json.dumps({"held_out_before": 0.25, "held_out_after": 0.25,
+                                               "train_success": [0.25, 0.25]}))
+        base = {"success": 0.25, "episodes": 96, "draws": 4}
+        finer = {(u.variant, u.seed): {"success": 0.25 + 0.01 * u.seed} for u in rl}
+        envs.append((setup, rl, rl, finer, base, {"share_grouped": {"1": 0.9}}))
+    waiting = study.across_line([envs[0], (*envs[1][:1], envs[1][1][:5], *envs[1][2:])])
+    assert "waiting on textarena/FrozenLake-v0 (5 of 12)" in waiting
+    line = study.across_line(envs)
+    assert "step-level credit beat grpo in none of them" in line
+    assert "agentgym/Sokoban-v0 90%, textarena/FrozenLake-v0 90%" in line
+    assert "in 16 groups, 25% of them successes, so about 11 groups" in line
+    assert "agentgym/Sokoban-v0 gigpo +1.0" in line and "This is a null result" in line
+    # one variant far up on every seed: it beat GRPO, and the page says so, not "null"
+    setup, rl, _, finer, base, rev = envs[1]
+    up = {k: {"success": 0.7 + 0.01 * k[1]} if k[0] == "hgpo" else v for k, v in finer.items()}
+    line = study.across_line([envs[0], (setup, rl, rl, up, base, rev)])
+    assert "textarena/FrozenLake-v0: hgpo beat grpo, in 1 of 2." in line
+    assert "beyond both the evaluation and the seeds' spread: textarena/FrozenLake-v0 hgpo " \
+           "+46.0 ± 2.5" in line and "null result" not in line
+
+
+def test_a_regenerated_unit_is_compared_with_its_record_as_stored(study):
+    """A tuple in a fresh result is a list in its JSON record: not a difference; a changed
+    figure is, and wall time, machine and a hand-written note are not results."""
+    changes = sys.modules["credit_units"].record_changes
+    record = {"top_action": ["up", 0.26], "success": 0.2, "wall_seconds": 5.0, "note": "x"}
+    assert changes(record, {"top_action": ("up", 0.26), "success": 0.2,
+                            "wall_seconds": 9.0}) == {}
+    assert changes(record, {"top_action": ("up", 0.26), "success": 0.25}) == {
+        "success": (0.2, 0.25)}
