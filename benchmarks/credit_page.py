@@ -212,6 +212,19 @@ def divergence_line(s: Setup, done: list[Unit]) -> str:
             "[when SALT's update is its base's](estimators.md#when-salts-update-is-its-bases)).")
 
 
+def machines_line(done: list[Unit]) -> str:
+    """Which machine ran which runs, where more than one did: their seconds compare only
+    within a machine."""
+    by: dict[str, list[str]] = {}
+    for u in done:
+        cpu = u.result().get("machine", "unknown machine").split(", load average")[0]
+        by.setdefault(cpu, []).append(f"{u.variant} {u.seed}")
+    if len(by) < 2:
+        return ""
+    return ("Runs by machine (train and wall seconds compare only within one): "
+            + "; ".join(f"{cpu}: {', '.join(runs)}" for cpu, runs in by.items()) + ".")
+
+
 def _results(done: list[Unit], variant: str) -> list[dict[str, Any]]:
     return [u.result() for u in done if u.variant == variant]
 

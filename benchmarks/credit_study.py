@@ -53,6 +53,7 @@ from credit_page import (
     across_line,
     divergence_line,
     finer_line,
+    machines_line,
     moves_line,
     plot,
     rates_table,
@@ -249,6 +250,8 @@ def setup_lines(s: Setup, cache: Path, records: Path | None, out: Path, heading:
     base = next((u.result() for u in all_units if u.kind == "baseline" and u.done), None)
     if done:
         lines += rl_table(s, done, finer)
+        machines = machines_line(done)
+        lines += ["", machines] if machines else []
         lines += ["", resolution_line(s, done)]
         if base is not None:
             lines += ["", finer_line(s, base)]

@@ -305,3 +305,15 @@ def test_a_regenerated_unit_is_compared_with_its_record_as_stored(study):
                             "wall_seconds": 9.0}) == {}
     assert changes(record, {"top_action": ("up", 0.26), "success": 0.25}) == {
         "success": (0.2, 0.25)}
+
+
+def test_runs_from_two_machines_are_named_by_machine(study, tmp_path):
+    """Seconds from two CPUs do not compare: where the runs came from both, the page says
+    which ran where; from one machine it says nothing."""
+    rl = [u for u in study.units(study.SETUPS["frozenlake"], tmp_path) if u.kind == "rl"]
+    for unit, cpu in zip(rl[:3], ("AMD EPYC", "AMD EPYC", "Intel Xeon"), strict=True):
+        unit.record.parent.mkdir(parents=True, exist_ok=True)
+        unit.record.write_text(json.dumps({"machine": f"{cpu}, 2 cores, load average 1.9"}))
+    assert study.machines_line(rl[:2]) == ""
+    assert study.machines_line(rl[:3]).endswith(
+        "AMD EPYC, 2 cores: grpo 0, gigpo 0; Intel Xeon, 2 cores: hgpo 0.")
