@@ -266,11 +266,7 @@ def run_unit(unit: Unit, cache: Path, limit_s: float) -> bool:
                "max_tokens": s.max_tokens, **(s.rollout_options or {})}
     start = time.time()
     if unit.kind == "demos":
-        kw = [f"--kw={k}={v}" for k, v in s.kwargs.items()]
-        ok = _cli(["rollout", s.env_id, "--policy", "expert", "--episodes",
-                   str(s.expert_episodes), "--out", str(demos), *kw], limit_s)
-        result: dict[str, Any] = {"episodes": s.expert_episodes,
-                                  **({"top_action": top_action(demos)} if ok else {})}
+        ok, result = demonstrations(s, demos, limit_s)
     elif unit.kind == "random":
         ok, result = random_play(s, folder, limit_s)
     elif unit.kind == "sft":
@@ -390,6 +386,29 @@ def top_action(path: Path) -> tuple[str, float]:
     counts = Counter(calls(step) for t in read_trajectories(path) for step in t.steps)
     action, n = counts.most_common(1)[0] if counts else ("", 0)
     return action, n / max(sum(counts.values()), 1)
+
+
+def demonstrations(s: Setup, demos: Path, limit_s: float) -> tuple[bool, dict]:
+    """``agentgym rollout ENV --policy expert`` on the training seeds, into ``demos``."""
+    kw = [f"--kw={k}={v}" for k, v in s.kwargs.items()]
+    ok = _cli(["rollout", s.env_id, "--policy", "expert", "--episodes",
+               str(s.expert_episodes), "--out", str(demos), *kw], limit_s)
+    if ok and (failed := errored(demos)):
+        # an expert episode that errored is an infrastructure fault (no Docker engine, say):
+        # stop here, and drop the file so the next call makes it again
+        print(f"{failed} of {s.expert_episodes} expert episodes ended in an error (see "
+              "above); fix that and run the study again", flush=True)
+        demos.unlink()
+        ok = False
+    return ok, {"episodes": s.expert_episodes, **({"top_action": top_action(demos)} if ok
+                                                   else {})}
+
+
+def errored(path: Path) -> int:
+    """How many episodes of a rollout file ended with ``status="error"``."""
+    from agentgym.jsonl import read_trajectories
+
+    return sum(t.status == "error" for t in read_trajectories(path))
 
 
 def tuning_success(path: Path) -> tuple[int, float]:

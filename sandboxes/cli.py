@@ -41,13 +41,25 @@ def build_image_cmd(
 def engine(
     stop: Annotated[bool, typer.Option(help="Stop the private engine instead.")] = False,
 ) -> None:
-    """Start the private Docker engine (or say which engine is in use) and print DOCKER_HOST."""
-    from agentgym.sandboxes.engine import find_engine, start_engine, stop_engine
+    """Start the private Docker engine (or say which engine is in use) and print DOCKER_HOST.
+
+    An engine started here runs until ``--stop``, whatever later commands do.
+    """
+    from agentgym.sandboxes.engine import (
+        default_root,
+        find_engine,
+        keep_engine,
+        private_socket,
+        start_engine,
+        stop_engine,
+    )
 
     if stop:
         typer.echo("stopped" if stop_engine() else "no private engine was running")
         return
     url = find_engine() or start_engine()
+    if url == private_socket(default_root()):
+        keep_engine()  # a later command's lease must not stop what the user started
     typer.echo(f"export DOCKER_HOST={url}")
 
 

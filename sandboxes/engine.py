@@ -202,8 +202,20 @@ def _stop_pid(pid: int, wait_s: float = 20.0) -> None:
         os.kill(pid, signal.SIGKILL)
 
 
+def keep_engine(root: Path | None = None) -> None:
+    """Mark the private engine under ``root`` as started by hand.
+
+    ``agentgym sandbox engine`` does, so that leases leave it running; only
+    :func:`stop_engine` stops it.
+    """
+    root = root or default_root()
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "kept").touch()
+
+
 def stop_engine(root: Path | None = None) -> bool:
     """Stop the private engine under ``root``; True when one was running."""
+    ((root or default_root()) / "kept").unlink(missing_ok=True)
     pidfile = (root or default_root()) / "dockerd.pid"
     try:
         pid = int(pidfile.read_text().strip())
@@ -223,7 +235,8 @@ def engine_lease(root: Path | None = None, *, keep: bool = False) -> Iterator[st
     """Use a reachable engine, starting the private one if needed, for the ``with`` block.
 
     Shared by concurrent processes: the private engine is stopped when the last lease under
-    ``root`` ends, unless ``keep`` (or ``$AGENTGYM_KEEP_ENGINE=1``). An engine found at
+    ``root`` ends, unless ``keep`` (or ``$AGENTGYM_KEEP_ENGINE=1``, or the engine was
+    started by hand: :func:`keep_engine`). An engine found at
     ``$DOCKER_HOST`` or the system socket is used as is and never stopped.
 
     Yields:
@@ -249,7 +262,7 @@ def engine_lease(root: Path | None = None, *, keep: bool = False) -> Iterator[st
                 held = _HELD.pop(root, None)
             if held is not None:
                 held.close()
-            if not keep:
+            if not keep and not (root / "kept").exists():
                 with contextlib.suppress(BlockingIOError):
                     fcntl.flock(lease, fcntl.LOCK_EX | fcntl.LOCK_NB)  # nobody else holds one
                     stop_engine(root)

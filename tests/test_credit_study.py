@@ -317,3 +317,33 @@ def test_runs_from_two_machines_are_named_by_machine(study, tmp_path):
     assert study.machines_line(rl[:2]) == ""
     assert study.machines_line(rl[:3]).endswith(
         "AMD EPYC, 2 cores: grpo 0, gigpo 0; Intel Xeon, 2 cores: hgpo 0.")
+
+
+def test_expert_episodes_that_errored_stop_the_study_and_are_made_again(study, tmp_path,
+                                                                        monkeypatch):
+    """Demonstrations with an infrastructure fault (no Docker engine for SWE's expert) are
+    not demonstrations: the unit fails and drops its file, so the next call makes it again
+    rather than training SFT on nothing."""
+    from agentgym.jsonl import write_trajectories
+    from agentgym.types import Message, Trajectory
+
+    units = sys.modules["credit_units"]
+    demos = tmp_path / "expert.jsonl"
+
+    def rollout(status):
+        def cli(args, limit_s):
+            write_trajectories(demos, [Trajectory(f"t{i}", "x", "g", (Message("user", "hi"),),
+                                                  status=status, outcome_reward=None
+                                                  if status == "error" else 1.0,
+                                                  error="SandboxError: no engine"
+                                                  if status == "error" else None)
+                                       for i in range(2)])
+            return True
+        return cli
+
+    monkeypatch.setattr(units, "_cli", rollout("error"))
+    ok, result = units.demonstrations(study.SETUPS["swe"], demos, 60.0)
+    assert not ok and not demos.exists() and "top_action" not in result
+    monkeypatch.setattr(units, "_cli", rollout("terminated"))
+    ok, result = units.demonstrations(study.SETUPS["swe"], demos, 60.0)
+    assert ok and demos.exists() and result["episodes"] == 18

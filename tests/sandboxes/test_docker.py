@@ -55,6 +55,29 @@ def test_a_process_using_the_private_engine_keeps_it_from_being_stopped(tmp_path
     assert subprocess.run([sys.executable, "-c", last_one_out, lock]).returncode == 0
 
 
+def test_an_engine_started_by_hand_outlives_the_last_lease(tmp_path, monkeypatch):
+    """`agentgym sandbox engine` starts an engine for the user's later commands: a command's
+    lease ending (say `sandbox build-image`) must not stop it; `--stop` does, and after it
+    the last lease out stops the engine it started again."""
+    from agentgym.sandboxes import engine
+
+    root = tmp_path / "d"
+    stopped, real_stop = [], engine.stop_engine
+    monkeypatch.delenv("DOCKER_HOST", raising=False)
+    monkeypatch.delenv("AGENTGYM_KEEP_ENGINE", raising=False)
+    monkeypatch.setattr(engine, "SYSTEM_SOCKET", "unix:///nonexistent/docker.sock")
+    monkeypatch.setattr(engine, "start_engine", lambda r: engine.private_socket(r))
+    monkeypatch.setattr(engine, "stop_engine", lambda r=None: stopped.append(r) or True)
+    engine.keep_engine(root)
+    with engine.engine_lease(root) as url:
+        assert url == engine.private_socket(root)
+    assert stopped == []
+    assert real_stop(root) is False and not (root / "kept").exists()  # no daemon ran here
+    with engine.engine_lease(root):
+        pass
+    assert stopped == [root]
+
+
 def test_ping_false_without_engine(tmp_path):
     from agentgym.sandboxes.engine import ping
 
