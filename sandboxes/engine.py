@@ -206,11 +206,19 @@ def keep_engine(root: Path | None = None) -> None:
     """Mark the private engine under ``root`` as started by hand.
 
     ``agentgym sandbox engine`` does, so that leases leave it running; only
-    :func:`stop_engine` stops it.
+    :func:`stop_engine` stops it. The mark names the daemon's pid, so a stale one (the
+    machine restarted) does not keep an engine a lease starts later.
     """
     root = root or default_root()
     root.mkdir(parents=True, exist_ok=True)
-    (root / "kept").touch()
+    pidfile = root / "dockerd.pid"
+    (root / "kept").write_text(pidfile.read_text() if pidfile.is_file() else "")
+
+
+def _kept(root: Path) -> bool:
+    pidfile = root / "dockerd.pid"
+    return ((root / "kept").is_file() and pidfile.is_file()
+            and (root / "kept").read_text() == pidfile.read_text())
 
 
 def stop_engine(root: Path | None = None) -> bool:
@@ -262,7 +270,7 @@ def engine_lease(root: Path | None = None, *, keep: bool = False) -> Iterator[st
                 held = _HELD.pop(root, None)
             if held is not None:
                 held.close()
-            if not keep and not (root / "kept").exists():
+            if not keep and not _kept(root):
                 with contextlib.suppress(BlockingIOError):
                     fcntl.flock(lease, fcntl.LOCK_EX | fcntl.LOCK_NB)  # nobody else holds one
                     stop_engine(root)

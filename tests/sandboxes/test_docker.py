@@ -68,11 +68,20 @@ def test_an_engine_started_by_hand_outlives_the_last_lease(tmp_path, monkeypatch
     monkeypatch.setattr(engine, "SYSTEM_SOCKET", "unix:///nonexistent/docker.sock")
     monkeypatch.setattr(engine, "start_engine", lambda r: engine.private_socket(r))
     monkeypatch.setattr(engine, "stop_engine", lambda r=None: stopped.append(r) or True)
+    root.mkdir()
+    (root / "dockerd.pid").write_text("123")
     engine.keep_engine(root)
     with engine.engine_lease(root) as url:
         assert url == engine.private_socket(root)
     assert stopped == []
-    assert real_stop(root) is False and not (root / "kept").exists()  # no daemon ran here
+    (root / "dockerd.pid").write_text("456")  # a later daemon: the mark is stale
+    with engine.engine_lease(root):
+        pass
+    assert stopped == [root]
+    stopped.clear()
+    engine.keep_engine(root)
+    (root / "dockerd.pid").unlink()  # no daemon ran here, and none is to be signalled
+    assert real_stop(root) is False and not (root / "kept").exists()
     with engine.engine_lease(root):
         pass
     assert stopped == [root]
