@@ -115,8 +115,12 @@ def resolution(s: Setup, done: list[Unit]) -> tuple[float, float]:
 def resolution_line(s: Setup, done: list[Unit]) -> str:
     """How far apart two held-out figures must be before the evaluation can tell them apart."""
     p, half = resolution(s, done)
+    raw = sum(u.result()["held_out_before"] for u in done) / len(done)
+    at = f"{p:.0%}" if abs(raw - p) < 1e-9 else (
+        f"{raw:.0%}; counted as one episode in {s.eval_seeds}, {p:.0%}, so that the "
+        "interval is not zero")
     return (f"How finely this measures: one run's held-out figure counts {s.eval_seeds} "
-            f"episodes, so at the starting success ({p:.0%}) its 95% binomial interval is "
+            f"episodes, so at the starting success ({at}) its 95% binomial interval is "
             f"±{100 * half:.0f} points; over {len(s.seeds)} seeds the mean's is about "
             f"±{100 * half / math.sqrt(len(s.seeds)):.0f} from evaluation alone, before the "
             "runs' own spread.")
