@@ -142,29 +142,57 @@ def _before_after(u: Unit, finer: dict[tuple[str, int], dict[str, Any]],
     return r["held_out_before"], r["held_out_after"]
 
 
+def _half(s: Setup, done: list[Unit], finer: dict[tuple[str, int], dict[str, Any]],
+          base: dict[str, Any] | None) -> float:
+    """The 95% binomial half-width of one model's held-out figure: by the finer evaluation
+    where it covers every finished run, else by the trainer's own."""
+    if _covered(done, finer, base) and base is not None:
+        return binomial(base["success"], base["episodes"])[1]
+    return resolution(s, done)[1]
+
+
+def _changes(s: Setup, done: list[Unit], finer: dict[tuple[str, int], dict[str, Any]],
+             base: dict[str, Any] | None) -> list[tuple[str, float, float, int, bool]]:
+    """Per variant with finished runs: its mean change of held-out success, the 95%
+    half-width of that change over seeds, its seeds, and whether the change is beyond what
+    the evaluation resolves for that many seeds."""
+    use = base if _covered(done, finer, base) else None
+    half = _half(s, done, finer, base)
+    rows = []
+    for variant in variants(s):
+        pairs = [_before_after(u, finer, use) for u in done if u.variant == variant]
+        if pairs:
+            change, width = interval([after - before for before, after in pairs])
+            rows.append((variant, change, width, len(pairs),
+                         abs(change) > half / math.sqrt(len(pairs))))
+    return rows
+
+
+def _signal(s: Setup, done: list[Unit]) -> tuple[float, float] | None:
+    """The training rollouts' mean success and the share of groups it leaves holding both
+    a success and a failure (the only groups with nonzero advantages under a success
+    reward); None where the runs recorded no training success."""
+    train = [x or 0.0 for u in done for x in u.result().get("train_success", [])]
+    if not train:
+        return None
+    p = sum(train) / len(train)
+    return p, 1 - p ** s.group_size - (1 - p) ** s.group_size
+
+
 def reading_line(s: Setup, done: list[Unit], finer: dict[tuple[str, int], dict[str, Any]],
                  base: dict[str, Any] | None) -> str:
     """What an env's finished RL runs say so far: each variant's change in held-out success
     (mean over its seeds) against what the evaluation resolves, and the training signal.
     Where the finer evaluation covers every finished run, the change is measured by it."""
     use_finer = _covered(done, finer, base)
-    if use_finer and base is not None:
-        _, half = binomial(base["success"], base["episodes"])
-    else:
-        _, half = resolution(s, done)
     changes, moved, spread = [], [], []
-    for variant in variants(s):
-        mine = [u for u in done if u.variant == variant]
-        if not mine:
-            continue
-        pairs = [_before_after(u, finer, base if use_finer else None) for u in mine]
-        change, width = interval([after - before for before, after in pairs])
-        changes.append(f"{variant} {100 * change:+.1f} ({len(mine)} seed{'s' * (len(mine) > 1)})")
-        if abs(change) > half / math.sqrt(len(mine)):
+    for variant, change, width, n, beyond in _changes(s, done, finer, base):
+        changes.append(f"{variant} {100 * change:+.1f} ({n} seed{'s' * (n > 1)})")
+        if beyond:
             moved.append(variant)
-            if len(mine) > 1 and abs(change) <= width:
+            if n > 1 and abs(change) <= width:
                 spread.append(f"{variant} ({100 * change:+.1f} ± {100 * width:.1f})")
-    train = [x or 0.0 for u in done for x in u.result().get("train_success", [])]
+    signal = _signal(s, done)
     episodes = s.steps * s.tasks_per_step * s.group_size
     line = (f"**Reading so far** ({len(done)} runs of {episodes} training episodes each): "
             + ("by the finer evaluation, " if use_finer else "")
@@ -180,9 +208,8 @@ def reading_line(s: Setup, done: list[Unit], finer: dict[tuple[str, int], dict[s
         line += ("No change is larger than the evaluation resolves for its number of seeds "
                  "(see above), so these runs cannot tell the estimators apart, for or "
                  "against step-level credit.")
-    if train:
-        p = sum(train) / len(train)
-        mixed = 1 - p ** s.group_size - (1 - p) ** s.group_size
+    if signal is not None:
+        p, mixed = signal
         line += (f" Training rollouts succeeded {p:.0%} of the time on average; at that rate "
                  f"about {mixed:.0%} of groups of {s.group_size} hold both a success and a "
                  "failure, the only groups whose advantages are not all zero under a "
@@ -351,20 +378,15 @@ def across_line(envs: list[tuple[Setup, list[Unit], list[Unit],
                  + ", ".join(grouped) + "; so too few revisits do not explain the outcome.")
     moved, noisy, within = [], [], []
     for s, done, _, finer, base, _ in envs:
-        use = base if _covered(done, finer, base) else None
-        half = binomial(base["success"], base["episodes"])[1] if use else resolution(s, done)[1]
-        for variant in variants(s):
-            pairs = [_before_after(u, finer, use) for u in done if u.variant == variant]
-            change, width = interval([after - before for before, after in pairs])
+        for variant, change, width, n, beyond in _changes(s, done, finer, base):
             name = f"{s.env_id} {variant} {100 * change:+.1f}"
-            if abs(change) <= half / math.sqrt(len(pairs)):
+            if not beyond:
                 within.append(name)
             else:
-                (noisy if len(pairs) > 1 and abs(change) <= width else moved).append(
-                    name + (f" ± {100 * width:.1f}" if len(pairs) > 1 else ""))
-        train = [x or 0.0 for u in done for x in u.result().get("train_success", [])]
-        p = sum(train) / len(train) if train else 0.0
-        mixed = 1 - p ** s.group_size - (1 - p) ** s.group_size
+                (noisy if n > 1 and abs(change) <= width else moved).append(
+                    name + (f" ± {100 * width:.1f}" if n > 1 else ""))
+        p, mixed = _signal(s, done) or (0.0, 0.0)
+        half = _half(s, done, finer, base)
         groups = s.steps * s.tasks_per_step
         line += (f" {s.env_id}: {groups * s.group_size} training episodes per run in "
                  f"{groups} groups, {p:.0%} of them successes, so about {mixed * groups:.0f} "
