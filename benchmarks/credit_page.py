@@ -10,7 +10,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from credit_units import SWE_RATES, Setup, Unit, completion_loss, machine, metrics, variant_name
+from credit_units import Setup, Unit, completion_loss, machine, metrics, variant_name
 
 
 def interval(values: list[float]) -> tuple[float, float]:
@@ -206,9 +206,11 @@ def reading_line(s: Setup, done: list[Unit], finer: dict[tuple[str, int], dict[s
                      "not the evaluation, keeps them from telling the estimators apart.")
     else:
         line += ("No change is larger than the evaluation resolves for its number of seeds "
-                 "(see above), so these runs cannot tell the estimators apart, for or "
-                 "against step-level credit.")
-    if signal is not None:
+                 "(see above), so these runs cannot tell "
+                 + ("the estimators apart, for or against step-level credit."
+                    if s.accumulations == ("none",) else
+                    "the accumulations apart by held-out success."))
+    if signal is not None and s.accumulations == ("none",):  # else: credit_accumulation
         p, mixed = signal
         line += (f" Training rollouts succeeded {p:.0%} of the time on average; at that rate "
                  f"about {mixed:.0%} of groups of {s.group_size} hold both a success and a "
@@ -440,23 +442,6 @@ def moves_line(s: Setup, finer: dict[tuple[str, int], dict[str, Any]],
         return ""
     return ("**Per run, finer evaluation** (success; most frequent action and its share of "
             f"the moves): warm start {cell(base)}; " + "; ".join(runs) + ".")
-
-
-def rates_table(s: Setup, done: list[Unit]) -> list[str]:
-    """SWE's completion, modification and resolve rates of the training rollouts, per step."""
-    lines = ["Training rollouts, rate at each step (mean over seeds):", "",
-             "| run | seeds | " + " | ".join(r.replace("_", " ") for r in SWE_RATES) + " |",
-             "|---|---|" + "---|" * len(SWE_RATES)]
-    for variant in variants(s):
-        rs = _results(done, variant)
-        cells = []
-        for rate in SWE_RATES:
-            series = [r.get(rate) or [] for r in rs]
-            steps = min((len(x) for x in series), default=0)
-            means = [sum((x[i] or 0.0) for x in series) / len(series) for i in range(steps)]
-            cells.append(" → ".join(f"{m:.0%}" for m in means) or "–")
-        lines.append(f"| {variant} | {len(rs)} | " + " | ".join(cells) + " |")
-    return lines
 
 
 def plot(s: Setup, done: list[Unit], folder: Path, suffix: str = "") -> Path:

@@ -49,6 +49,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import yaml
+from credit_accumulation import accumulation_lines, rates_table
 from credit_page import (
     across_line,
     divergence_line,
@@ -56,7 +57,6 @@ from credit_page import (
     machines_line,
     moves_line,
     plot,
-    rates_table,
     reading_line,
     resolution_line,
     rl_table,
@@ -261,8 +261,10 @@ def setup_lines(s: Setup, cache: Path, records: Path | None, out: Path, heading:
         lines += [f"\n- {u.variant} seed {u.seed}: {u.result()['note']}." for u in done
                   if u.result().get("note")]
         lines += ["", reading_line(s, done, finer, base)]
-        if s.band is None:
+        if s.accumulations != ("none",):  # G-RA against direct: what they trained on
             lines += ["", *rates_table(s, done)]
+            more = accumulation_lines(s, done)
+            lines += ["", *more] if more else []
         png = plot(s, done, out.parent, suffix)
         lines += ["", f"![learning curves]({png.name})", ""]
     missing = [f"{u.variant}/seed {u.seed}" for u in rl if not u.done]

@@ -297,20 +297,7 @@ def run_unit(unit: Unit, cache: Path, limit_s: float) -> bool:
         path.write_text(yaml.safe_dump(config, sort_keys=False))
         resume = ["--resume"] if (folder / "run" / "checkpoints").is_dir() else []
         ok = _cli(["train", str(path), *resume], limit_s)
-        rows = metrics(folder / "run")
-        curve = [(r["step"], r["eval/success_rate"]) for r in rows if "eval/success_rate" in r]
-        train_rows = [r for r in rows if "loss" in r]
-        result = {"curve": curve, "held_out_before": curve[0][1] if curve else None,
-                  "held_out_after": curve[-1][1] if curve else None,
-                  "tokens": sum(r.get("prompt_tokens", 0) + r.get("completion_tokens", 0)
-                                for r in train_rows),
-                  "train_seconds": sum(r.get("rollout_s", 0) + r.get("update_s", 0)
-                                       for r in train_rows),
-                  "train_success": [r.get("success_rate") for r in train_rows],
-                  "step_tokens": [r.get("prompt_tokens", 0) + r.get("completion_tokens", 0)
-                                  for r in train_rows],
-                  **{rate: [r.get(rate) for r in train_rows] for rate in SWE_RATES
-                     if any(rate in r for r in train_rows)}}
+        result = rl_result(folder / "run")
     wall = folder / "wall.json"
     spent = (json.loads(wall.read_text())["seconds"] if wall.is_file() else 0.0)
     spent += time.time() - start
@@ -326,6 +313,32 @@ def run_unit(unit: Unit, cache: Path, limit_s: float) -> bool:
             print(f"regenerated {unit.kind} {folder.name}: "
                   + (f"differs from its record: {changed}" if changed else "as recorded"))
     return ok
+
+
+def rl_result(run: Path) -> dict[str, Any]:
+    """An RL run's result, from its ``metrics.jsonl``: the held-out curve, cost, and per
+    training step its success, tokens and, where logged, the SWE rates, the invalid-step
+    rate and the accumulated rewards (``reward_terms``: the ``reward/…`` and
+    ``accumulated/…`` means that G-RA and direct accumulation log)."""
+    rows = metrics(run)
+    curve = [(r["step"], r["eval/success_rate"]) for r in rows if "eval/success_rate" in r]
+    train = [r for r in rows if "loss" in r]
+    terms = sorted({k for r in train for k in r if k.startswith(("reward/", "accumulated/"))})
+    result = {"curve": curve, "held_out_before": curve[0][1] if curve else None,
+              "held_out_after": curve[-1][1] if curve else None,
+              "tokens": sum(r.get("prompt_tokens", 0) + r.get("completion_tokens", 0)
+                            for r in train),
+              "train_seconds": sum(r.get("rollout_s", 0) + r.get("update_s", 0)
+                                   for r in train),
+              "train_success": [r.get("success_rate") for r in train],
+              "step_tokens": [r.get("prompt_tokens", 0) + r.get("completion_tokens", 0)
+                              for r in train],
+              **{rate: [r.get(rate) for r in train] for rate in SWE_RATES
+                 if any(rate in r for r in train)}}
+    if terms:  # the reward the estimator trained on, where it is not the env's
+        result["invalid_step_rate"] = [r.get("invalid_step_rate") for r in train]
+        result["reward_terms"] = {k: [r.get(k) for r in train] for k in terms}
+    return result
 
 
 def record_changes(record: dict[str, Any], result: dict[str, Any]) -> dict[str, tuple]:

@@ -347,3 +347,33 @@ def test_expert_episodes_that_errored_stop_the_study_and_are_made_again(study, t
     monkeypatch.setattr(units, "_cli", rollout("terminated"))
     ok, result = units.demonstrations(study.SETUPS["swe"], demos, 60.0)
     assert ok and demos.exists() and result["episodes"] == 18
+
+
+def test_swe_page_reports_the_accumulated_reward_not_the_env_reward(study, tmp_path):
+    """An SWE run that resolves nothing has env reward 0 throughout; the page reports the
+    accumulated terms it trained on instead, says when G-RA counted no turn reward, and
+    marks a column that only some seeds logged."""
+    from credit_accumulation import accumulation_lines
+
+    setup = study.SETUPS["swe"]
+    rl = [u for u in study.units(setup, tmp_path) if u.kind == "rl"]
+    direct, gated = (next(u for u in rl if u.accumulation == a and u.seed == 0)
+                     for a in ("direct", "gated"))
+    later = next(u for u in rl if u.accumulation == "gated" and u.seed == 1)
+    terms = {"reward/outcome": [-1.0, -0.5], "reward/turns": [-0.3, 0.1]}
+    for unit, gate, extra in ((direct, 1.0, {}), (gated, 0.0, {}),
+                              (later, 0.0, {"accumulated/zero_variance_groups": [0.5, 0.0]})):
+        unit.record.parent.mkdir(parents=True, exist_ok=True)
+        unit.record.write_text(json.dumps({
+            "held_out_before": 0.0, "held_out_after": 0.0, "train_success": [0.0, 0.0],
+            "completion_rate": [0.25, 0.75], "invalid_step_rate": [0.8, 0.4],
+            "reward_terms": {**terms, "reward/gate_turns": [gate, gate], **extra}}))
+    text = "\n".join(accumulation_lines(setup, [direct, gated, later]))
+    assert "was 0 in every training rollout" in text
+    assert "(-1 no submission, -0.5 empty patch, 0 failing patch, +1 resolved)" in text
+    assert "| grpo direct | 1 | -1.00 → -0.50 | -0.30 → +0.10 | 100% → 100% | – |" in text
+    assert "| grpo gated | 2 |" in text and "50% → 0% (1 of 2 seeds)" in text
+    assert "grpo direct completion 25% → 75% and invalid steps 80% → 40% (1 seed)" in text
+    assert "G-RA counted no turn reward" in text
+    assert "Training rollouts succeeded" not in study.reading_line(setup, [direct], {}, None)
+    assert accumulation_lines(study.SETUPS["frozenlake"], []) == []

@@ -293,10 +293,23 @@ def estimator_options(options: Mapping[str, Any], accumulation: str) -> dict[str
 
 
 def accumulation_metrics(groups: Sequence[Group]) -> dict[str, float]:
-    """Means of the ``reward/…`` trajectory metrics that ``rescore_groups`` wrote."""
+    """Means of the ``reward/…`` metrics that ``rescore_groups`` wrote, and R(τ)'s own.
+
+    ``accumulated/reward_mean`` is the mean R(τ) the estimator trains on and
+    ``accumulated/zero_variance_groups`` the share of groups whose R(τ) are all equal.
+    The step's ``reward_mean`` and ``zero_variance_groups`` describe the env's reward; an SWE
+    run whose env reward is 0 throughout can still learn from R(τ) (submit vs not, valid
+    vs malformed turns), which only these two show.
+    """
     sums: dict[str, list[float]] = {}
     for traj in (t for g in groups for t in g.scorable):
         for key, value in traj.metrics.items():
             if key.startswith("reward/"):
                 sums.setdefault(key, []).append(float(value))
-    return {k: math.fsum(v) / len(v) for k, v in sums.items()}
+    out = {k: math.fsum(v) / len(v) for k, v in sums.items()}
+    totals = [t.outcome_reward or 0.0 for g in groups for t in g.scorable]
+    if totals:
+        out["accumulated/reward_mean"] = math.fsum(totals) / len(totals)
+        out["accumulated/zero_variance_groups"] = sum(
+            len({t.outcome_reward for t in g.scorable}) <= 1 for g in groups) / len(groups)
+    return out

@@ -197,6 +197,12 @@ def test_accumulation_metrics():
     assert means["reward/outcome"] == pytest.approx((0 + 1 - 1 - 0.5) / 4)
     assert means["reward/gate_turns"] == 0.5
     assert means["reward/gate_outcome"] == 1.0
+    # what the estimator trains on: R(τ), here all different, so no group lacks a signal
+    totals = [t.outcome_reward for t in rescore_groups(EXAMPLE, swe_components())[0].scorable]
+    assert means["accumulated/reward_mean"] == pytest.approx(sum(totals) / len(totals))
+    assert means["accumulated/zero_variance_groups"] == 0.0
+    alike = rescore_groups([Group("swe", (swe("a", 2), swe("b", 2)))], swe_components())
+    assert accumulation_metrics(alike)["accumulated/zero_variance_groups"] == 1.0
 
 
 def test_doctest():

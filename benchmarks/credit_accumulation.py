@@ -1,0 +1,125 @@
+"""The credit study's page lines for G-RA against direct accumulation (the SWE arm).
+
+    R(τ) = Σ_i g_i(τ)·R^(i)(τ)   (G-RA: g_i = 1 only when every higher-priority R^(j) ≥ δ_j)
+    R(τ) = Σ_i R^(i)(τ)          (direct)
+
+An SWE env's own reward is 1 for a resolving patch, so a run that resolves nothing shows
+``reward_mean`` 0 and every group zero-variance; the estimator trains on R(τ), whose outcome
+term tells a submission from none and whose turn term a valid turn from a malformed one. These
+lines report what the runs trained on, per training step, from each record's
+``reward_terms`` (the ``reward/…`` and ``accumulated/…`` means the trainer logs).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from credit_page import variants
+from credit_units import SWE_RATES, Setup, Unit
+
+from agentgym.trainers.rewards import SWERewardConfig
+
+# (record key, column heading) of the accumulated-reward table, one cell per training step
+TERMS = (("reward/outcome", "outcome reward R_high"),
+         ("reward/turns", "turn reward Σ r_low"),
+         ("reward/gate_turns", "turn rewards counted"),
+         ("accumulated/zero_variance_groups", "groups with one R(τ)"),
+         ("invalid_step_rate", "invalid-step rate"))
+
+
+def _series(r: dict[str, Any], key: str) -> list[float | None] | None:
+    """One record's per-step values of ``key``: a rate or a reward term."""
+    return r.get(key) if key in r else (r.get("reward_terms") or {}).get(key)
+
+
+def _mean_per_step(rs: list[dict[str, Any]], key: str) -> tuple[list[float], int]:
+    """Mean over the records that logged ``key``, per training step, and how many did."""
+    series = [[x for x in s if x is not None] for r in rs if (s := _series(r, key))]
+    steps = min((len(x) for x in series), default=0)
+    return [sum(x[i] for x in series) / len(series) for i in range(steps)], len(series)
+
+
+def _signed(x: float) -> str:
+    return f"{x:+g}" if x else "0"
+
+
+def _cell(means: list[float], logged: int, seeds: int, percent: bool) -> str:
+    if not means:
+        return "–"
+    text = " → ".join(f"{m:.0%}" if percent else f"{m:+.2f}" for m in means)
+    return text + (f" ({logged} of {seeds} seeds)" if logged < seeds else "")
+
+
+def rates_table(s: Setup, done: list[Unit]) -> list[str]:
+    """SWE's completion, modification and resolve rates of the training rollouts, per step."""
+    lines = ["Training rollouts, rate at each step (mean over seeds):", "",
+             "| run | seeds | " + " | ".join(r.replace("_", " ") for r in SWE_RATES) + " |",
+             "|---|---|" + "---|" * len(SWE_RATES)]
+    for variant in variants(s):
+        rs = [u.result() for u in done if u.variant == variant]
+        cells = [_cell(*_mean_per_step(rs, rate), len(rs), True) for rate in SWE_RATES]
+        lines.append(f"| {variant} | {len(rs)} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def accumulation_lines(s: Setup, done: list[Unit]) -> list[str]:
+    """What the runs trained on: the accumulated reward's terms per step, and why a run
+    whose env reward is 0 throughout still has something to learn from."""
+    c = SWERewardConfig()
+    rs_all = [u.result() for u in done]
+    if not any(_series(r, "reward/outcome") for r in rs_all):
+        return []
+    success = [x or 0.0 for r in rs_all for x in r.get("train_success", [])]
+    lines = ["**What the runs trained on.** " + (
+        "The env's reward (1 for a resolving patch) was 0 in every training rollout, so "
+        "every group is zero-variance by it; " if not any(success) else
+        f"The env's reward (1 for a resolving patch) averaged {sum(success) / len(success):.0%}"
+        " over the training rollouts; ")
+        + "the estimator trains on the accumulated R(τ) instead: an outcome reward R_high "
+        f"({_signed(c.no_submit)} no submission, {_signed(c.empty_patch)} empty patch, "
+        f"{_signed(c.failing_patch)} failing patch, {_signed(c.resolved)} resolved) and a "
+        f"turn reward ({_signed(c.valid_turn)} per valid turn, {_signed(c.malformed_turn)} "
+        "per malformed one), which "
+        f"G-RA counts only where R_high ≥ {c.threshold:g} and direct accumulation always. "
+        "Per training step, mean over seeds (the share of groups whose rollouts all got one "
+        "R(τ) is logged from the runs that record it):", "",
+        "| run | seeds | " + " | ".join(head for _, head in TERMS) + " |",
+        "|---|---|" + "---|" * len(TERMS)]
+    for variant in variants(s):
+        rs = [u.result() for u in done if u.variant == variant]
+        cells = [_cell(*_mean_per_step(rs, key), len(rs),
+                       key not in ("reward/outcome", "reward/turns")) for key, _ in TERMS]
+        lines.append(f"| {variant} | {len(rs)} | " + " | ".join(cells) + " |")
+    lines += ["", _reading(s, done)]
+    return lines
+
+
+def _reading(s: Setup, done: list[Unit]) -> str:
+    """The table in words: what each accumulation could learn from, and what moved."""
+    c = SWERewardConfig()
+    moves = []
+    for variant in variants(s):
+        rs = [u.result() for u in done if u.variant == variant]
+        done_rate, n = _mean_per_step(rs, "completion_rate")
+        invalid, _ = _mean_per_step(rs, "invalid_step_rate")
+        if done_rate:
+            moves.append(f"{variant} completion {done_rate[0]:.0%} → {done_rate[-1]:.0%}"
+                         + (f" and invalid steps {invalid[0]:.0%} → {invalid[-1]:.0%}"
+                            if invalid else "") + f" ({n} seed{'s' * (n > 1)})")
+    gated = [r for u in done if u.accumulation == "gated"
+             for r in [u.result()] if _series(r, "reward/gate_turns")]
+    counted = [x for r in gated for x in _series(r, "reward/gate_turns") or [] if x is not None]
+    text = ("From its first training step to its last, mean over seeds: "
+            + "; ".join(moves) + ".")
+    if counted and not any(counted):
+        text += (" No G-RA rollout reached R_high ≥ "
+                 f"{c.threshold:g} (a non-empty patch), so G-RA counted no turn reward: it "
+                 f"trained on submitting alone ({_signed(c.empty_patch)} against "
+                 f"{_signed(c.no_submit)}), "
+                 "direct accumulation on submitting and on making valid turns.")
+    text += (" What G-RA guards against, direct accumulation trading submission for turn "
+             "rewards, would show as direct's completion rate falling while its turn reward "
+             f"rises; a training step holds {s.tasks_per_step * s.group_size} rollouts, so "
+             f"one step's rates move by {100 / (s.tasks_per_step * s.group_size):.1f} points "
+             "per rollout.")
+    return text
