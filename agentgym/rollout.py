@@ -98,6 +98,26 @@ class Agent(Protocol):
 
 
 @runtime_checkable
+class NumberedAgent(Agent, Protocol):
+    """An agent whose episodes sample with seeds that follow from their number.
+
+    The engine reserves an episode's number before its env resets, in the order it takes
+    the episodes, so a seeded rollout samples the same however long each reset takes (a
+    sandbox may start in 0.5 s or 5 s); numbering at ``start``, after the reset, would hand
+    the seeds out in the order the envs came up.
+    """
+
+    def reserve_episode(self) -> int | None:
+        """The next episode's number (None: this agent does not number its episodes)."""
+        ...
+
+    def start(self, prompt: Sequence[Message], env: Env, number: int | None = None
+              ) -> AgentEpisode:
+        """Begin an episode; ``number`` is the one reserved for it (None: the next)."""
+        ...
+
+
+@runtime_checkable
 class ContextAgent(Agent, Protocol):
     """An agent whose prompts a :class:`~agentgym.context.ContextConfig` builds.
 
@@ -183,8 +203,10 @@ class LMAgent:
     sampling: SamplingParams = field(default_factory=SamplingParams)
     tool_format: str | None = "auto"
     episodes_started: int = field(default=0, init=False, repr=False)
-    """Episodes started so far; episode n samples with seed ``sampling.seed + n`` (an engine
-    that runs episodes elsewhere sets it to keep the numbering)."""
+    """Episodes numbered so far; episode n samples with seeds that follow from
+    ``sampling.seed`` and n (an engine that runs episodes elsewhere sets it to keep the
+    numbering). The engine numbers episodes in the order it takes them, before their envs
+    reset (:class:`NumberedAgent`)."""
 
     def __post_init__(self) -> None:
         if self.tool_format not in (None, "auto"):
@@ -201,12 +223,21 @@ class LMAgent:
             fmt = detect_tool_format(getattr(self.policy, "tokenizer", None))
         return None if fmt is None else (fmt,)
 
-    def start(self, prompt: Sequence[Message], env: Env) -> _LMEpisode:
-        """A new episode with its own context (and its own sampling seeds, when seeded)."""
+    def reserve_episode(self) -> int:
+        """The next episode's number, which seeds its sampling."""
         self.episodes_started += 1
+        return self.episodes_started
+
+    def start(self, prompt: Sequence[Message], env: Env, number: int | None = None
+              ) -> _LMEpisode:
+        """A new episode with its own context (and its own sampling seeds, when seeded).
+
+        ``number``: the one :meth:`reserve_episode` gave it; None takes the next.
+        """
+        number = self.reserve_episode() if number is None else number
         formats = self.parse_formats if env.tools else None
         return _LMEpisode(self, make_context(self.context, getattr(self.policy, "tokenizer", None),
-                                             prompt, env.tools), self.episodes_started, formats)
+                                             prompt, env.tools), number, formats)
 
 
 class _LMEpisode:
@@ -287,12 +318,17 @@ async def run_episode(env: Env, agent: Agent, *, seed: int | None, group_id: str
     episode_limit = asyncio.timeout(config.episode_timeout)
     step_s = config.step_timeout
     context = agent.context if isinstance(agent, ContextAgent) else None
+    # numbered before the reset, which may take any time: the engine's order, not the envs'
+    numbered = agent if isinstance(agent, NumberedAgent) else None
+    number = numbered.reserve_episode() if numbered is not None else None
     try:
         async with episode_limit:
             observation, info = await _within(step_s, "env.reset()", env.reset(seed=seed))
             task_id = str(info.get("task_id", task_id))
             prompt = tuple(observation)
-            episode, key = agent.start(prompt, env), info.get("state_key")
+            episode = (agent.start(prompt, env) if numbered is None or number is None
+                       else numbered.start(prompt, env, number))
+            key = info.get("state_key")
             # H (SUPO): a cap on policy calls (= steps, summaries included); None outside
             # summarize mode.
             max_calls = context.max_calls if context is not None else None

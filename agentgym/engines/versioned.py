@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 from agentgym.env import Env
-from agentgym.rollout import ContextAgent
+from agentgym.rollout import ContextAgent, NumberedAgent
 from agentgym.types import Message, StepTokens
 
 
@@ -35,9 +35,16 @@ class VersionedAgent:
             # (isinstance on a protocol does not consult __getattr__ from Python 3.12 on).
             self.context = agent.context
 
-    def start(self, prompt: Sequence[Message], env: Env) -> _VersionedEpisode:
-        """Start the wrapped agent's episode."""
-        return _VersionedEpisode(self.agent.start(prompt, env))
+    def reserve_episode(self) -> int | None:
+        """The wrapped agent's next episode number, where it numbers its episodes."""
+        return self.agent.reserve_episode() if isinstance(self.agent, NumberedAgent) else None
+
+    def start(self, prompt: Sequence[Message], env: Env, number: int | None = None
+              ) -> _VersionedEpisode:
+        """Start the wrapped agent's episode (with its reserved number, if given)."""
+        if number is None or not isinstance(self.agent, NumberedAgent):
+            return _VersionedEpisode(self.agent.start(prompt, env))
+        return _VersionedEpisode(self.agent.start(prompt, env, number))
 
     def __getattr__(self, name: str) -> Any:
         if name == "agent":  # not set yet (unpickling): never recurse
