@@ -222,27 +222,39 @@ def reading_line(s: Setup, done: list[Unit], finer: dict[tuple[str, int], dict[s
 def divergence_line(s: Setup, done: list[Unit]) -> str:
     """How far each run drew apart from the first variant's run of its seed (same tasks and
     sampling seeds): a training step whose rollouts hold as many tokens in both drew, most
-    likely, the same rollouts. The first step always does (both start from the SFT model)."""
+    likely, the same rollouts. Both start from the SFT model, so their first steps match
+    unless the rollouts themselves were not reproducible; that is counted apart."""
     first = variants(s)[0]
     ref = {u.seed: u.result().get("step_tokens") for u in done if u.variant == first}
     counts: dict[str, list[int]] = {}
+    starts = [0, 0]
     for u in done:
         mine, theirs = u.result().get("step_tokens"), ref.get(u.seed)
         if u.variant == first or not mine or not theirs:
             continue
-        pairs = list(zip(mine, theirs, strict=False))[1:]
+        pairs = list(zip(mine, theirs, strict=False))
         seen = counts.setdefault(u.variant, [0, 0])
-        seen[0] += sum(a == b for a, b in pairs)
-        seen[1] += len(pairs)
+        seen[0] += sum(a == b for a, b in pairs[1:])
+        seen[1] += len(pairs) - 1
+        starts[0] += pairs[0][0] == pairs[0][1]
+        starts[1] += 1
     if not counts:
         return ""
-    return ("\nHow far the runs drew apart: training steps after the first whose rollouts "
+    line = ("\nHow far the runs drew apart: training steps after the first whose rollouts "
             f"held exactly as many tokens as {first}'s of the same seed (same tasks and "
             "sampling seeds), most likely the same rollouts: "
             + ", ".join(f"{v} {a} of {n}" for v, (a, n) in counts.items())
             + f". A run that matches at every step sampled as {first}'s did throughout: "
             "its updates moved the policy the same way (for SALT, see "
             "[when SALT's update is its base's](estimators.md#when-salts-update-is-its-bases)).")
+    if starts[0] < starts[1]:
+        line += (f" The first step, where both sample the same warm start, matched in "
+                 f"{starts[0]} of {starts[1]} runs: where it did not, the rollouts were not "
+                 "reproducible to begin with (another machine's float rounding, or generation "
+                 "batches made up by the envs' timing: see "
+                 "[determinism](evaluation.md#agentgym-eval)), so later steps that "
+                 "differ say less about the updates.")
+    return line
 
 
 def machines_line(done: list[Unit]) -> str:

@@ -157,6 +157,10 @@ def test_divergence_counts_steps_with_the_same_rollout_tokens(study, tmp_path):
     assert "as grpo's of the same seed (same tasks and sampling seeds), most likely the same " \
            "rollouts: gigpo 1 of 2." in line
     assert study.divergence_line(setup, rl[1:2]) == ""
+    assert "first step" not in line  # every first step matched
+    rl[1].record.write_text(json.dumps({"step_tokens": [6, 10, 21]}))
+    assert "The first step, where both sample the same warm start, matched in 0 of 1 runs" \
+        in study.divergence_line(setup, rl[:2])
 
 
 def test_page_adds_the_gpu_scale_section_from_its_own_records(study, tmp_path):
