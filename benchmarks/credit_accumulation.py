@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from credit_page import variants
+from credit_page import interval, variants
 from credit_units import SWE_RATES, Setup, Unit
 
 from agentgym.trainers.rewards import SWERewardConfig
@@ -94,6 +94,29 @@ def accumulation_lines(s: Setup, done: list[Unit]) -> list[str]:
     return lines
 
 
+def completion_changes(s: Setup, done: list[Unit]) -> dict[str, tuple[float, float, int]]:
+    """Per variant: the change of the training rollouts' completion rate from a run's first
+    step to its last, mean and 95% half-width over seeds, and the seeds."""
+    out = {}
+    for variant in variants(s):
+        changes = [r[-1] - r[0] for u in done if u.variant == variant
+                   for r in [[x or 0.0 for x in u.result().get("completion_rate") or []]] if r]
+        if changes:
+            out[variant] = (*interval(changes), len(changes))
+    return out
+
+
+def accumulation_summary(s: Setup, done: list[Unit]) -> str:
+    """The completion rates' answer for the page's summary bullet."""
+    changes = completion_changes(s, done)
+    if not changes:
+        return ""
+    return (" Completion rate of the training rollouts, change from a run's first step to its "
+            "last, mean ± 95% over seeds: " + ", ".join(
+                f"{v} {100 * m:+.1f}" + (f" ± {100 * w:.1f} ({n} seeds)" if n > 1 else " (1 seed)")
+                for v, (m, w, n) in changes.items()) + " points.")
+
+
 def _reading(s: Setup, done: list[Unit]) -> str:
     """The table in words: what each accumulation could learn from, and what moved."""
     c = SWERewardConfig()
@@ -106,11 +129,16 @@ def _reading(s: Setup, done: list[Unit]) -> str:
             moves.append(f"{variant} completion {done_rate[0]:.0%} → {done_rate[-1]:.0%}"
                          + (f" and invalid steps {invalid[0]:.0%} → {invalid[-1]:.0%}"
                             if invalid else "") + f" ({n} seed{'s' * (n > 1)})")
+    changes = completion_changes(s, done)
+    apart = [v for v, (m, w, n) in changes.items() if n > 1 and abs(m) > w]
     gated = [r for u in done if u.accumulation == "gated"
              for r in [u.result()] if _series(r, "reward/gate_turns")]
     counted = [x for r in gated for x in _series(r, "reward/gate_turns") or [] if x is not None]
     text = ("From its first training step to its last, mean over seeds: "
             + "; ".join(moves) + ".")
+    if any(n > 1 for *_, n in changes.values()):
+        text += (" Over seeds, completion moved beyond its 95% interval in "
+                 + (", ".join(apart) if apart else "neither") + ".")
     if counted and not any(counted):
         text += (" No G-RA rollout reached R_high ≥ "
                  f"{c.threshold:g} (a non-empty patch), so G-RA counted no turn reward: it "

@@ -49,7 +49,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import yaml
-from credit_accumulation import accumulation_lines, rates_table
+from credit_accumulation import accumulation_lines, accumulation_summary, rates_table
 from credit_page import (
     across_line,
     divergence_line,
@@ -204,7 +204,8 @@ def evidence(s: Setup, cache: Path, records: Path | None) -> tuple:
 def summary_line(s: Setup, cache: Path, records: Path | None) -> str:
     """The env's answer in one bullet, for the top of the page."""
     _, done, rl, finer, base, rev = evidence(s, cache, records)
-    return verdict_line(s, done, rl, finer, base, rev)
+    line = verdict_line(s, done, rl, finer, base, rev)
+    return line + (accumulation_summary(s, done) if s.accumulations != ("none",) else "")
 
 
 def setup_lines(s: Setup, cache: Path, records: Path | None, out: Path, heading: str,

@@ -381,3 +381,8 @@ def test_swe_page_reports_the_accumulated_reward_not_the_env_reward(study, tmp_p
     assert "G-RA counted no turn reward" in text
     assert "Training rollouts succeeded" not in study.reading_line(setup, [direct], {}, None)
     assert accumulation_lines(study.SETUPS["frozenlake"], []) == []
+    from credit_accumulation import accumulation_summary
+
+    summary = accumulation_summary(setup, [direct, gated, later])
+    assert "grpo direct +50.0 (1 seed), grpo gated +50.0 ± 0.0 (2 seeds) points." in summary
+    assert "Over seeds, completion moved beyond its 95% interval in grpo gated." in text
