@@ -139,12 +139,21 @@ def _reading(s: Setup, done: list[Unit]) -> str:
     if any(n > 1 for *_, n in changes.values()):
         text += (" Over seeds, completion moved beyond its 95% interval in "
                  + (", ".join(apart) if apart else "neither") + ".")
-    if counted and not any(counted):
+    share = sum(counted) / len(counted) if counted else None
+    if share == 0:
         text += (" No G-RA rollout reached R_high ≥ "
                  f"{c.threshold:g} (a non-empty patch), so G-RA counted no turn reward: it "
                  f"trained on submitting alone ({_signed(c.empty_patch)} against "
                  f"{_signed(c.no_submit)}), "
                  "direct accumulation on submitting and on making valid turns.")
+    elif share is not None and share < 1:
+        per_step = s.tasks_per_step * s.group_size
+        text += (f" G-RA counted turn rewards in {round(sum(counted) * per_step)} of its "
+                 f"{len(counted) * per_step} training rollouts (those whose "
+                 f"R_high reached {c.threshold:g}: a non-empty patch); in the rest it trained "
+                 f"on submitting alone ({_signed(c.empty_patch)} against "
+                 f"{_signed(c.no_submit)}), where direct accumulation trained on submitting "
+                 "and on making valid turns.")
     text += (" What G-RA guards against, direct accumulation trading submission for turn "
              "rewards, would show as direct's completion rate falling while its turn reward "
              f"rises; a training step holds {s.tasks_per_step * s.group_size} rollouts, so "

@@ -379,6 +379,12 @@ def test_swe_page_reports_the_accumulated_reward_not_the_env_reward(study, tmp_p
     assert "| grpo gated | 2 |" in text and "50% → 0% (1 of 2 seeds)" in text
     assert "grpo direct completion 25% → 75% and invalid steps 80% → 40% (1 seed)" in text
     assert "G-RA counted no turn reward" in text
+    gated.record.write_text(json.dumps({"held_out_before": 0.0, "held_out_after": 0.0,
+                                        "completion_rate": [0.25, 0.75],
+                                        "reward_terms": {"reward/outcome": [-1.0, -0.5],
+                                                         "reward/gate_turns": [0.0, 0.5]}}))
+    text = "\n".join(accumulation_lines(setup, [direct, gated, later]))
+    assert "G-RA counted turn rewards in 4 of its 32 training rollouts" in text
     assert "Training rollouts succeeded" not in study.reading_line(setup, [direct], {}, None)
     assert accumulation_lines(study.SETUPS["frozenlake"], []) == []
     from credit_accumulation import accumulation_summary
