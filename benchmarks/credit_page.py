@@ -330,6 +330,9 @@ def verdict_line(s: Setup, done: list[Unit], rl: list[Unit],
     widest = max(w for _, w, _ in means.values())
     if beat:
         head += f" {', '.join(beat)} beat {first}: their intervals over seeds do not overlap."
+    elif gap == 0 and widest == 0:
+        head += (f" Every run ended at the same held-out success ({means[first][0]:.1%}), so "
+                 "held-out success cannot tell the variants apart here.")
     else:
         head += (f" No variant beat {first}: the largest gap between their means "
                  f"({100 * gap:.1f} points) is {'within' if gap <= widest else 'beside'} "

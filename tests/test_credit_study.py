@@ -238,6 +238,9 @@ def test_verdict_weighs_the_gap_between_estimators_against_the_seeds(study, tmp_
     line = study.verdict_line(setup, rl, rl, apart, base, None)
     assert "hgpo beat grpo: their intervals over seeds do not overlap." in line
     assert "Too few runs" in study.verdict_line(setup, rl[:4], rl, apart, base, None)
+    same = {k: {"success": 0.0} for k in noisy}
+    assert "Every run ended at the same held-out success (0.0%)" in study.verdict_line(
+        setup, rl, rl, same, base, None)
 
 
 def test_finished_runs_are_slimmed_to_their_last_weights(study, tmp_path):
