@@ -50,6 +50,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal, cast
 
 from agentgym.errors import ConfigError, SchemaError
+from agentgym.trainers.metrics import is_zero_variance
 from agentgym.types import Group, Trajectory
 
 Accumulation = Literal["gated", "direct"]
@@ -310,6 +311,5 @@ def accumulation_metrics(groups: Sequence[Group]) -> dict[str, float]:
     totals = [t.outcome_reward or 0.0 for g in groups for t in g.scorable]
     if totals:
         out["accumulated/reward_mean"] = math.fsum(totals) / len(totals)
-        out["accumulated/zero_variance_groups"] = sum(
-            len({t.outcome_reward for t in g.scorable}) <= 1 for g in groups) / len(groups)
+        out["accumulated/zero_variance_groups"] = sum(map(is_zero_variance, groups)) / len(groups)
     return out
