@@ -131,9 +131,8 @@ def _reading(s: Setup, done: list[Unit]) -> str:
                             if invalid else "") + f" ({n} seed{'s' * (n > 1)})")
     changes = completion_changes(s, done)
     apart = [v for v, (m, w, n) in changes.items() if n > 1 and abs(m) > w]
-    gated = [r for u in done if u.accumulation == "gated"
-             for r in [u.result()] if _series(r, "reward/gate_turns")]
-    counted = [x for r in gated for x in _series(r, "reward/gate_turns") or [] if x is not None]
+    counted = [x for u in done if u.accumulation == "gated"
+               for x in _series(u.result(), "reward/gate_turns") or [] if x is not None]
     text = ("From its first training step to its last, mean over seeds: "
             + "; ".join(moves) + ".")
     if any(n > 1 for *_, n in changes.values()):
