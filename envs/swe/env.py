@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from agentgym.env import BaseEnv
+from agentgym.envs.swe.edits import patch_edits
 from agentgym.envs.swe.evaluation import Evaluation, evaluate, heredoc
 from agentgym.envs.swe.task import (
     SPLITS,
@@ -90,6 +91,10 @@ class SWEEnv(BaseEnv):
         task_ids: Only these instance ids (after the split filter), e.g. a quick subset.
         pool_size: Warm containers per image in the process's Docker pool (``docker`` only;
             about the number of episodes run at once).
+        expert: How :meth:`expert_action` applies the reference patch: ``"patch"``, one
+            ``git apply`` of the whole diff; ``"editor"``, one ``editor`` call per hunk
+            (:mod:`agentgym.envs.swe.edits`), shorter demonstrations in the tool a model
+            edits with.
 
     Example:
         >>> import asyncio, agentgym
@@ -108,10 +113,13 @@ class SWEEnv(BaseEnv):
                  sandbox: str | SandboxFactory = "local", image: str | None = None,
                  command_timeout: float = 60.0, test_timeout: float = 300.0,
                  max_output_chars: int = 6000, task_ids: Sequence[str] | None = None,
-                 pool_size: int = 2) -> None:
+                 pool_size: int = 2, expert: Literal["patch", "editor"] = "patch") -> None:
         super().__init__()
         if split not in SPLITS:
             raise ConfigError(f"split must be one of {SPLITS}, got {split!r}")
+        if expert not in ("patch", "editor"):
+            raise ConfigError(f"expert must be 'patch' (git apply) or 'editor' (one "
+                              f"str_replace per hunk), got {expert!r}")
         if not callable(sandbox):
             if not isinstance(sandbox, str):
                 raise ConfigError(f"sandbox must be a provider name ({', '.join(provider_names())})"
@@ -139,6 +147,7 @@ class SWEEnv(BaseEnv):
         self.command_timeout, self.test_timeout = float(command_timeout), float(test_timeout)
         self.max_output_chars = max_output_chars
         self.pool_size = pool_size
+        self.expert = expert
         self.toolbox = ToolBox([tool(bash, timeout=command_timeout + 30), tool(editor, timeout=120),
                                 tool(submit, timeout=120)], max_output_chars=max_output_chars + 500)
         self.tools = self.toolbox.specs
@@ -148,6 +157,7 @@ class SWEEnv(BaseEnv):
         self.evaluation: Evaluation | None = None
         self._diff = ""
         self._last_call = ""
+        self._oracle: list[ToolCall] | None = None  # the oracle's edit calls, by turn
 
     # -- episode ----------------------------------------------------------------------
     async def _reset(self, seed: int | None, options: Mapping[str, Any]
@@ -159,7 +169,7 @@ class SWEEnv(BaseEnv):
         self.task, self.evaluation = task, None
         self.workspace = Workspace(self.sandbox, task.workdir, self.command_timeout,
                                    self.max_output_chars, dict(task.env))
-        self._diff, self._last_call = "", ""
+        self._diff, self._last_call, self._oracle = "", "", None
         prompt = PROMPT.format(workdir=task.workdir, issue=task.problem_statement.strip())
         return [Message("user", prompt)], {"task_id": task.instance_id}
 
@@ -237,16 +247,33 @@ class SWEEnv(BaseEnv):
         return digest.hexdigest()[:16]
 
     def expert_action(self) -> Message:
-        """The oracle: apply the reference patch with ``git apply``, then submit."""
+        """The oracle: apply the reference patch (see ``expert``), then submit.
+
+        The action for the episode's current turn: its edit calls on the first turns, then
+        ``submit``.
+        """
         assert self.task is not None, "call reset() before expert_action()"
         if not self.task.patch:
             raise ConfigError(f"task {self.task.instance_id} has no reference patch")
-        if not self._diff:
-            call = ToolCall("call_0", "bash", {"command": heredoc("git apply -",
-                                                                 self.task.patch)})
-        else:
-            call = ToolCall("call_0", "submit", {})
+        if self._oracle is None:
+            self._oracle = self._oracle_calls(self.task)
+        call = (self._oracle[self.turn] if self.turn < len(self._oracle)
+                else ToolCall("call_0", "submit", {}))
         return Message("assistant", "", tool_calls=(call,))
+
+    def _oracle_calls(self, task: SWETask) -> list[ToolCall]:
+        apply = [ToolCall("call_0", "bash", {"command": heredoc("git apply -", task.patch)})]
+        if self.expert == "patch":
+            return apply
+        host = Path(task.repo_dir) if task.repo_dir and not task.setup_patch else None
+
+        def read(path: str) -> str | None:  # the file before the patch, where the host has it
+            return (host / path).read_text() if host and (host / path).is_file() else None
+
+        try:
+            return [ToolCall("call_0", "editor", args) for args in patch_edits(task.patch, read)]
+        except ValueError:  # a deletion or rename: the diff itself
+            return apply
 
     # -- lifetime ---------------------------------------------------------------------
     async def _release(self) -> None:

@@ -134,3 +134,16 @@ def test_registered_env_uses_the_shipped_splits():
     env = agentgym.make("agentgym/SWE-v0", split="test")
     assert {t.instance_id for t in env.unwrapped.tasks} == {
         t.instance_id for t in TASKS if t.split == "test"}
+
+
+@pytest.mark.parametrize("task", TASKS, ids=lambda t: t.instance_id)
+async def test_editor_oracle_leaves_the_patch_oracles_tree(task):
+    """``expert="editor"`` demonstrates each hunk as a str_replace; the fix is the same."""
+    async with SWEEnv(split="all") as env, SWEEnv(split="all", expert="editor") as edits:
+        by_patch = await _episode(env, task.instance_id, [env.expert_action] * 2)
+        by_editor = await _episode(edits, task.instance_id, [edits.expert_action] * 8)
+    assert by_patch.outcome_reward == by_editor.outcome_reward == 1.0
+    assert env.evaluation is not None and edits.evaluation is not None
+    assert edits.evaluation.patch == env.evaluation.patch
+    names = [c.name for s in by_editor.steps for c in s.action.tool_calls]
+    assert names[-1] == "submit" and set(names[:-1]) == {"editor"}, names
