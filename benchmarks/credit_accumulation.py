@@ -94,27 +94,35 @@ def accumulation_lines(s: Setup, done: list[Unit]) -> list[str]:
     return lines
 
 
-def completion_changes(s: Setup, done: list[Unit]) -> dict[str, tuple[float, float, int]]:
-    """Per variant: the change of the training rollouts' completion rate from a run's first
+def rate_changes(s: Setup, done: list[Unit], rate: str = "completion_rate"
+                 ) -> dict[str, tuple[float, float, int]]:
+    """Per variant: the change of a training-rollout rate (``SWE_RATES``) from a run's first
     step to its last, mean and 95% half-width over seeds, and the seeds."""
     out = {}
     for variant in variants(s):
         changes = [r[-1] - r[0] for u in done if u.variant == variant
-                   for r in [[x or 0.0 for x in u.result().get("completion_rate") or []]] if r]
+                   for r in [[x or 0.0 for x in u.result().get(rate) or []]] if r]
         if changes:
             out[variant] = (*interval(changes), len(changes))
     return out
 
 
 def accumulation_summary(s: Setup, done: list[Unit]) -> str:
-    """The completion rates' answer for the page's summary bullet."""
-    changes = completion_changes(s, done)
-    if not changes:
+    """The training rollouts' rates for the page's summary bullet: completion always,
+    modification and resolve where some run made a patch or resolved a task."""
+    parts = []
+    for rate in SWE_RATES:
+        changes = rate_changes(s, done, rate)
+        if not changes or (rate != "completion_rate" and not any(
+                x for u in done for x in u.result().get(rate) or [])):
+            continue
+        parts.append(rate.split("_")[0] + " " + ", ".join(
+            f"{v} {100 * m:+.1f}" + (f" ± {100 * w:.1f} ({n} seeds)" if n > 1 else " (1 seed)")
+            for v, (m, w, n) in changes.items()))
+    if not parts:
         return ""
-    return (" Completion rate of the training rollouts, change from a run's first step to its "
-            "last, mean ± 95% over seeds: " + ", ".join(
-                f"{v} {100 * m:+.1f}" + (f" ± {100 * w:.1f} ({n} seeds)" if n > 1 else " (1 seed)")
-                for v, (m, w, n) in changes.items()) + " points.")
+    return (" Rates of the training rollouts, change from a run's first step to its last, "
+            "mean ± 95% over seeds, in points: " + "; ".join(parts) + ".")
 
 
 def _reading(s: Setup, done: list[Unit]) -> str:
@@ -124,20 +132,30 @@ def _reading(s: Setup, done: list[Unit]) -> str:
     for variant in variants(s):
         rs = [u.result() for u in done if u.variant == variant]
         done_rate, n = _mean_per_step(rs, "completion_rate")
+        more = [(rate.split("_")[0], series) for rate in SWE_RATES[1:]
+                if any(series := _mean_per_step(rs, rate)[0])]
         invalid, _ = _mean_per_step(rs, "invalid_step_rate")
+        if invalid:
+            more.append(("invalid steps", invalid))
         if done_rate:
             moves.append(f"{variant} completion {done_rate[0]:.0%} → {done_rate[-1]:.0%}"
-                         + (f" and invalid steps {invalid[0]:.0%} → {invalid[-1]:.0%}"
-                            if invalid else "") + f" ({n} seed{'s' * (n > 1)})")
-    changes = completion_changes(s, done)
+                         + "".join(f", {name} {x[0]:.0%} → {x[-1]:.0%}" for name, x in more)
+                         + f" ({n} seed{'s' * (n > 1)})")
+    changes = rate_changes(s, done)
     apart = [v for v, (m, w, n) in changes.items() if n > 1 and abs(m) > w]
+    resolve = rate_changes(s, done, "resolve_rate")
+    resolve_apart = [v for v, (m, w, n) in resolve.items() if n > 1 and abs(m) > w]
     counted = [x for u in done if u.accumulation == "gated"
                for x in _series(u.result(), "reward/gate_turns") or [] if x is not None]
     text = ("From its first training step to its last, mean over seeds: "
             + "; ".join(moves) + ".")
     if any(n > 1 for *_, n in changes.values()):
         text += (" Over seeds, completion moved beyond its 95% interval in "
-                 + (", ".join(apart) if apart else "neither") + ".")
+                 + (", ".join(apart) if apart else "neither"))
+        if any(x for u in done for x in u.result().get("resolve_rate") or []):
+            text += (", resolve in " + (", ".join(resolve_apart) if resolve_apart
+                                        else "neither"))
+        text += "."
     share = sum(counted) / len(counted) if counted else None
     if share == 0:
         text += (" No G-RA rollout reached R_high ≥ "

@@ -313,10 +313,10 @@ def verdict_line(s: Setup, done: list[Unit], rl: list[Unit],
     """One env's answer for the page's summary: each estimator's held-out success against
     GRPO's, and whether the gap between estimators exceeds the spread over seeds."""
     if not done:
-        return f"- {s.env_id}: no RL run has finished (0 of {len(rl)})."
+        return f"- {s.title}: no RL run has finished (0 of {len(rl)})."
     use_finer = _covered(done, finer, base)
     means = _variant_means(s, done, finer, base)
-    head = (f"- {s.env_id} ({len(done)} of {len(rl)} runs): held-out success of the last "
+    head = (f"- {s.title} ({len(done)} of {len(rl)} runs): held-out success of the last "
             + ("checkpoints, finer evaluation" if use_finer else "checkpoints")
             + ", mean ± 95% over seeds: "
             + ", ".join(f"{v} {m:.1%} ± {w:.1%}" + (f" ({n} seed)" if n == 1 else "")
@@ -375,19 +375,19 @@ def across_line(envs: list[tuple[Setup, list[Unit], list[Unit],
     the step-level groups were there (revisits), whether any variant moved held-out success
     by more than the evaluation resolves, and how much of the training held a signal.
     ``envs``: (setup, finished runs, all runs, finer results, warm start's, revisits)."""
-    pending = [f"{s.env_id} ({len(done)} of {len(rl)})" for s, done, rl, *_ in envs
+    pending = [f"{s.title} ({len(done)} of {len(rl)})" for s, done, rl, *_ in envs
                if len(done) < len(rl)]
     if pending:
         return ("**Across envs**: drawn once every run of each env that compares estimators "
                 f"has finished; waiting on {', '.join(pending)}.")
-    won = {s.env_id: _beat_first(_variant_means(s, done, finer, base))
+    won = {s.title: _beat_first(_variant_means(s, done, finer, base))
            for s, done, _, finer, base, _ in envs}
     first = variants(envs[0][0])[0]
     line = (f"**Across envs** ({len(envs)} that compare estimators, every run finished): "
             + (f"step-level credit beat {first} in none of them." if not any(won.values())
                else "; ".join(f"{env}: {', '.join(v)} beat {first}" for env, v in won.items()
                               if v) + f", in {sum(map(bool, won.values()))} of {len(envs)}."))
-    grouped = [f"{s.env_id} {rev['share_grouped']['1']:.0%}" for s, *_, rev in envs
+    grouped = [f"{s.title} {rev['share_grouped']['1']:.0%}" for s, *_, rev in envs
                if rev and "1" in rev["share_grouped"]]
     if grouped:
         line += (" The step-level groups were there to use: the share of the warm start's "
@@ -396,7 +396,7 @@ def across_line(envs: list[tuple[Setup, list[Unit], list[Unit],
     moved, noisy, within = [], [], []
     for s, done, _, finer, base, _ in envs:
         for variant, change, width, n, beyond in _changes(s, done, finer, base):
-            name = f"{s.env_id} {variant} {100 * change:+.1f}"
+            name = f"{s.title} {variant} {100 * change:+.1f}"
             if not beyond:
                 within.append(name)
             else:
@@ -405,7 +405,7 @@ def across_line(envs: list[tuple[Setup, list[Unit], list[Unit],
         p, mixed = _signal(s, done) or (0.0, 0.0)
         half = _half(s, done, finer, base)
         groups = s.steps * s.tasks_per_step
-        line += (f" {s.env_id}: {groups * s.group_size} training episodes per run in "
+        line += (f" {s.title}: {groups * s.group_size} training episodes per run in "
                  f"{groups} groups, {p:.0%} of them successes, so about {mixed * groups:.0f} "
                  "groups per run held a reward difference to learn from; the evaluation "
                  f"resolves a mean over {len(s.seeds)} seeds to about "
@@ -479,7 +479,7 @@ def plot(s: Setup, done: list[Unit], folder: Path, suffix: str = "") -> Path:
                        alpha=0.8, label=label)
     held.set_xlabel("training step")
     held.set_ylabel("success")
-    held.set_title(f"{s.env_id}: held-out")
+    held.set_title(f"{s.title}: held-out")
     train.set_xlabel("training step")
     train.set_title("training rollouts (T=1)")
     held.legend()

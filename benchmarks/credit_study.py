@@ -22,7 +22,9 @@ Units, per env (Sokoban, TextArena FrozenLake; then SWE for G-RA), in order:
 
 SWE compares reward accumulation instead of estimators: GRPO with G-RA (``gated``) against
 ``direct``, SFT-warm from the oracle episodes, with the training rollouts' completion,
-modification and resolve rates per step; it needs Docker and does not wait on the band.
+modification and resolve rates per step; it needs Docker and does not wait on the band. It
+runs twice, from two warm starts: ``swe`` on the oracle's ``git apply`` calls, ``swe_editor``
+on the oracle as ``editor`` calls (``expert=editor``), under one RL budget.
 
 Every unit runs as a subprocess of the CLI, keyed by env, estimator, seed and budget. Its
 files (rollouts, checkpoints, models) go under ``--cache`` (default
@@ -119,6 +121,16 @@ SETUPS = {
                  rollout_options={"max_prompt_tokens": 3072, "step_timeout": 900},
                  optim_options={"mini_batches": 2, "max_tokens_per_micro_batch": 8192}),
 }
+# the same comparison from a warm start on the oracle as editor calls (``expert=editor``: one
+# str_replace per hunk, 57-251 tokens where the git-apply calls take 178-398, and no diff
+# headers whose line counts must be exact): the git-apply warm start wrote diffs with made-up
+# paths and hunks, and changed a file in 1 of its 192 training rollouts, so its arm could not
+# show what the accumulations do once patches are made. RL trains on the 18 tasks demonstrated,
+# so the warm start is fit to them (ten epochs at lr 1e-4, as Sokoban's lr) until sampling
+# reproduces their fixes, not tuned on held-out tasks; RL's budget is the first arm's
+SETUPS["swe_editor"] = replace(
+    SETUPS["swe"], name="swe_editor", kwargs={**SETUPS["swe"].kwargs, "expert": "editor"},
+    sft_epochs=10, sft_lr=1e-4, label="editor demonstrations")
 
 
 # warm starts the study moved away from, per env: their SFT key and what set them apart;
@@ -213,8 +225,8 @@ def setup_lines(s: Setup, cache: Path, records: Path | None, out: Path, heading:
     """One env's section: its warm start, revisits and RL runs, from its records."""
     lines: list[str] = []
     all_units = list(units(s, cache, records))
-    title = (f"G-RA against direct accumulation: {s.env_id}" if s.band is None
-             else s.env_id)
+    title = (f"G-RA against direct accumulation: {s.title}" if s.band is None
+             else s.title)
     lines += [f"{heading} {title}", "",
               f"Env kwargs {s.kwargs}, at most {s.max_turns} turns, window context "
               f"K={s.history_length}, {s.max_tokens} tokens per action. RL budget: "

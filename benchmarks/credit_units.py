@@ -29,7 +29,7 @@ CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "agen
     / "credit_study"
 ESTIMATORS = ("grpo", "gigpo", "hgpo", "salt")
 SEEDS = (0, 1, 2)
-DEFAULT_ENVS = "sokoban,frozenlake,swe"
+DEFAULT_ENVS = "sokoban,frozenlake,swe,swe_editor"
 TUNING_FIRST_SEED = 500_000
 BAND = (0.15, 0.60)  # tuning-seed success (greedy, or sampled where a setup says) RL starts from
 HELD_OUT_FIRST_SEED = 1_000_000
@@ -85,6 +85,12 @@ class Setup:
     moves: int = 0
     rollout_options: dict[str, Any] | None = None  # more rollout fields (SFT and RL)
     optim_options: dict[str, Any] | None = None  # more RL optimizer fields
+    label: str = ""  # what sets this setup apart from another of the same env, on the page
+
+    @property
+    def title(self) -> str:
+        """How the page names the setup: its env, and its label where it has one."""
+        return f"{self.env_id} ({self.label})" if self.label else self.env_id
 
     def _extra(self) -> dict[str, Any]:
         # only fields that are set, so the cache keys of setups without them never change

@@ -32,6 +32,24 @@ def test_cache_keys_do_not_move(study):
     must not change the keys of setups that do not set them."""
     assert study.SETUPS["sokoban"].sft_key() == "sft-e052c185"
     assert study.SETUPS["frozenlake"].sft_key() == "sft-f4635710"  # eval settings not in it
+    assert study.SETUPS["swe"].sft_key() == "sft-b438ddb0"  # the label is not in it
+
+
+def test_the_editor_arm_differs_from_the_first_only_in_its_warm_start(study, tmp_path):
+    """Two SWE arms: RL budgets alike, demonstrations and SFT amount not, each its own
+    section and folder."""
+    first, editor = study.SETUPS["swe"], study.SETUPS["swe_editor"]
+    assert editor.kwargs == {**first.kwargs, "expert": "editor"}
+    assert editor.budget() == first.budget()
+    assert editor.sft_key() != first.sft_key()
+    page = study.report([first, editor], tmp_path, "python benchmarks/credit_study.py",
+                        tmp_path / "x.md")
+    assert "## G-RA against direct accumulation: agentgym/SWE-v0\n" in page
+    assert ("## G-RA against direct accumulation: agentgym/SWE-v0 (editor demonstrations)"
+            in page)
+    folders = {u.folder.parent.parent.name for s in (first, editor)
+               for u in study.units(s, tmp_path) if u.kind == "rl"}
+    assert folders == {"swe", "swe_editor"}
 
 
 def test_units_per_env(study, tmp_path):
@@ -380,7 +398,7 @@ def test_swe_page_reports_the_accumulated_reward_not_the_env_reward(study, tmp_p
     assert "(-1 no submission, -0.5 empty patch, 0 failing patch, +1 resolved)" in text
     assert "| grpo direct | 1 | -1.00 → -0.50 | -0.30 → +0.10 | 100% → 100% | – |" in text
     assert "| grpo gated | 2 |" in text and "50% → 0% (1 of 2 seeds)" in text
-    assert "grpo direct completion 25% → 75% and invalid steps 80% → 40% (1 seed)" in text
+    assert "grpo direct completion 25% → 75%, invalid steps 80% → 40% (1 seed)" in text
     assert "G-RA counted no turn reward" in text
     gated.record.write_text(json.dumps({"held_out_before": 0.0, "held_out_after": 0.0,
                                         "completion_rate": [0.25, 0.75],
@@ -393,5 +411,18 @@ def test_swe_page_reports_the_accumulated_reward_not_the_env_reward(study, tmp_p
     from credit_accumulation import accumulation_summary
 
     summary = accumulation_summary(setup, [direct, gated, later])
-    assert "grpo direct +50.0 (1 seed), grpo gated +50.0 ± 0.0 (2 seeds) points." in summary
+    assert ("in points: completion grpo direct +50.0 (1 seed), grpo gated +50.0 ± 0.0 "
+            "(2 seeds).") in summary
     assert "Over seeds, completion moved beyond its 95% interval in grpo gated." in text
+    # where runs resolve tasks, the resolve rate is read beside completion
+    for unit in (gated, later):
+        unit.record.write_text(json.dumps({
+            **json.loads(unit.record.read_text()), "completion_rate": [0.25, 0.75],
+            "invalid_step_rate": [0.8, 0.4], "resolve_rate": [0.25, 0.5],
+            "modification_rate": [0.5, 0.75]}))
+    summary = accumulation_summary(setup, [direct, gated, later])
+    assert "; resolve grpo gated +25.0 ± 0.0 (2 seeds)." in summary  # direct logged none
+    text = "\n".join(accumulation_lines(setup, [direct, gated, later]))
+    assert ("grpo gated completion 25% → 75%, modification 50% → 75%, resolve 25% → 50%, "
+            "invalid steps 80% → 40% (2 seeds)") in text
+    assert "in grpo gated, resolve in grpo gated." in text
