@@ -155,10 +155,11 @@ def rollout(
 ) -> None:
     """Run episodes with a policy and write trajectories to JSONL.
 
-    Ctrl-C stops at once; the episodes that finished are in the output file.
+    The file lists the episodes task by task, in the order they were started. Ctrl-C stops
+    at once; the episodes that finished are in the output file, in the order they finished.
     """
     from agentgym.context import ContextConfig, SummarizeConfig
-    from agentgym.jsonl import TrajectoryWriter
+    from agentgym.jsonl import TrajectoryWriter, write_trajectories
     from agentgym.phases import Phases, exit_interrupted
     from agentgym.policies import SamplingParams, make_agent
     from agentgym.rollout import RolloutConfig, run_groups
@@ -207,6 +208,10 @@ def rollout(
                         await backend.aclose()
 
             trajs = asyncio.run(main())
+        # Episodes stream to the file as they finish, an order the envs' timing sets; once
+        # all are in, the file lists them as started (task by task), so the same episodes
+        # give the same file, and an SFT run that reads it the same batches.
+        write_trajectories(out, trajs)
     except KeyboardInterrupt:
         exit_interrupted(err, f"{written} finished episodes are in {out}")
     _summary(trajs, out)
