@@ -217,6 +217,8 @@ def test_bad_arguments_are_caller_errors():
         SWEEnv(sandbox="podman")
     with pytest.raises(ConfigError, match="not in split"):
         SWEEnv(split="test", task_ids=[TASK])
+    with pytest.raises(ConfigError, match="expert must be 'patch'"):
+        SWEEnv(expert="diff")  # type: ignore[arg-type]
     task = shipped_tasks()[0]
     assert isinstance(task, SWETask) and SWEEnv(tasks=[task]).tasks == (task,)
 
