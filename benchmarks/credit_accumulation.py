@@ -121,8 +121,32 @@ def accumulation_summary(s: Setup, done: list[Unit]) -> str:
             for v, (m, w, n) in changes.items()))
     if not parts:
         return ""
-    return (" Rates of the training rollouts, change from a run's first step to its last, "
+    text = (" Rates of the training rollouts, change from a run's first step to its last, "
             "mean ± 95% over seeds, in points: " + "; ".join(parts) + ".")
+    equal, steps = _equal_rate_steps(done)
+    if steps and equal == steps:
+        text += (f" Direct and gated runs of one seed had the same rates at all {steps} "
+                 "training steps")
+        text += (", and G-RA's gate changed no step's mean R(τ): this warm start's rollouts "
+                 "gave the accumulations nothing to differ on."
+                 if _withheld_line(done).startswith(" Yet") else ".")
+    return text
+
+
+def _equal_rate_steps(done: list[Unit]) -> tuple[int, int]:
+    """Training steps where a gated run's rates equal the direct run's of its seed, of all."""
+    direct = {u.seed: u.result() for u in done if u.accumulation == "direct"}
+    equal = steps = 0
+    for u in done:
+        if u.accumulation != "gated" or u.seed not in direct:
+            continue
+        mine, theirs = u.result(), direct[u.seed]
+        rows = [list(zip(mine.get(r) or [], theirs.get(r) or [], strict=False))
+                for r in SWE_RATES]
+        for step in zip(*rows, strict=False):
+            steps += 1
+            equal += all(a == b for a, b in step)
+    return equal, steps
 
 
 def _reading(s: Setup, done: list[Unit]) -> str:
@@ -148,7 +172,11 @@ def _reading(s: Setup, done: list[Unit]) -> str:
     counted = [x for u in done if u.accumulation == "gated"
                for x in _series(u.result(), "reward/gate_turns") or [] if x is not None]
     text = ("From its first training step to its last, mean over seeds: "
-            + "; ".join(moves) + ".")
+            + "; ".join(moves) + ". Each training step trains on its own tasks (seeds "
+            f"{s.tasks_per_step}k to {s.tasks_per_step}k + {s.tasks_per_step - 1} at step k + 1, "
+            "the same in every run), so a change from the first step to the last mixes what a "
+            "run learned with how the warm start does on the later tasks; the accumulations "
+            "meet the same tasks at each step, and compare there.")
     if any(n > 1 for *_, n in changes.values()):
         text += (" Over seeds, completion moved beyond its 95% interval in "
                  + (", ".join(apart) if apart else "neither"))
@@ -168,12 +196,43 @@ def _reading(s: Setup, done: list[Unit]) -> str:
         text += (f" G-RA counted turn rewards in {round(sum(counted) * per_step)} of its "
                  f"{len(counted) * per_step} training rollouts (those whose "
                  f"R_high reached {c.threshold:g}: a non-empty patch); in the rest it trained "
-                 f"on submitting alone ({_signed(c.empty_patch)} against "
-                 f"{_signed(c.no_submit)}), where direct accumulation trained on submitting "
-                 "and on making valid turns.")
+                 f"on the outcome alone ({_signed(c.no_submit)} no submission, "
+                 f"{_signed(c.empty_patch)} empty patch), where direct accumulation also "
+                 "counted their turns.")
+        text += _withheld_line(done)
     text += (" What G-RA guards against, direct accumulation trading submission for turn "
              "rewards, would show as direct's completion rate falling while its turn reward "
              f"rises; a training step holds {s.tasks_per_step * s.group_size} rollouts, so "
              f"one step's rates move by {100 / (s.tasks_per_step * s.group_size):.1f} points "
              "per rollout.")
     return text
+
+
+def _withheld_line(done: list[Unit]) -> str:
+    """Whether G-RA's gate changed any R(τ): per gated step, the turn reward it withheld,
+    ``reward/turns`` − (accumulated − outcome) (its R(τ) is outcome + counted turns)."""
+    withheld = [turns - (acc - outcome) for u in done if u.accumulation == "gated"
+                for turns, acc, outcome in zip(_series(u.result(), "reward/turns") or [],
+                                               _series(u.result(), "accumulated/reward_mean")
+                                               or [],
+                                               _series(u.result(), "reward/outcome") or [],
+                                               strict=False)
+                if None not in (turns, acc, outcome)]
+    if not withheld:
+        return ""
+    zero = sum(abs(x) < 1e-9 for x in withheld)
+    steps = sum(len(_series(u.result(), "reward/turns") or []) for u in done
+                if u.accumulation == "gated")
+    logged = f" (of {steps}; the others did not log it)" if steps > len(withheld) else ""
+    if zero < len(withheld):
+        return (f" The turn reward G-RA withheld was nonzero in {len(withheld) - zero} of "
+                f"{len(withheld)} training steps{logged}, so there its mean R(τ) differed "
+                "from what direct accumulation would have given the same rollouts.")
+    return (f" Yet in all {len(withheld)} of its training steps{logged} the turn rewards G-RA "
+            "withheld "
+            "summed to zero (its accumulated reward mean equals its outcome reward mean plus "
+            "all its turn rewards): its rollouts without a patch made, together, as many "
+            "malformed turns as valid ones (as a failed edit, −0.1, then the submission, "
+            "+0.1, does), so its mean R(τ) at every step was what direct accumulation would "
+            "have given the same rollouts.")
+

@@ -130,7 +130,14 @@ SETUPS = {
 # reproduces their fixes, not tuned on held-out tasks; RL's budget is the first arm's
 SETUPS["swe_editor"] = replace(
     SETUPS["swe"], name="swe_editor", kwargs={**SETUPS["swe"].kwargs, "expert": "editor"},
-    sft_epochs=10, sft_lr=1e-4, label="editor demonstrations")
+    sft_epochs=10, sft_lr=1e-4, label="editor demonstrations",
+    about="The same comparison from a second warm start: the oracle demonstrated as `editor` "
+          "calls (`expert=editor`: one `str_replace` per hunk, 57-251 tokens where the "
+          "`git apply` calls take 178-398, with no diff headers whose line counts must be "
+          "exact), fit to the 18 training tasks that RL trains on (10 epochs at lr 1e-4). The "
+          "first warm start changed a file in 1 of its 192 training rollouts, so its runs could "
+          "not show what the accumulations do once patches are made; the RL budget is the "
+          "same.")
 
 
 # warm starts the study moved away from, per env: their SFT key and what set them apart;
@@ -235,6 +242,7 @@ def setup_lines(s: Setup, cache: Path, records: Path | None, out: Path, heading:
               + (f" ({s.eval_kwargs})" if s.eval_kwargs else "")
               + (f" sampled at T={s.eval_temperature}" if s.eval_temperature else "")
               + f" every {s.eval_every} steps.", ""]
+    lines += [s.about, ""] if s.about else []
     lines += sft_lines(s, next(u for u in all_units if u.kind == "sft"))
     lines += superseded_lines(s, records if records is not None else cache)
     warm = next((u for u in all_units if u.kind == "warmth"), None)

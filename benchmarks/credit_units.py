@@ -86,6 +86,7 @@ class Setup:
     rollout_options: dict[str, Any] | None = None  # more rollout fields (SFT and RL)
     optim_options: dict[str, Any] | None = None  # more RL optimizer fields
     label: str = ""  # what sets this setup apart from another of the same env, on the page
+    about: str = ""  # why the setup is there, under its heading (markdown)
 
     @property
     def title(self) -> str:

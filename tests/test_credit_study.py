@@ -426,3 +426,33 @@ def test_swe_page_reports_the_accumulated_reward_not_the_env_reward(study, tmp_p
     assert ("grpo gated completion 25% → 75%, modification 50% → 75%, resolve 25% → 50%, "
             "invalid steps 80% → 40% (2 seeds)") in text
     assert "in grpo gated, resolve in grpo gated." in text
+
+
+def test_swe_page_says_when_the_gate_changed_no_reward(study, tmp_path):
+    """G-RA's withheld turn reward per step is reward/turns − (accumulated − outcome); where
+    it is zero throughout and the rates match, the page says the arm could not differ."""
+    from credit_accumulation import accumulation_lines, accumulation_summary
+
+    setup = study.SETUPS["swe_editor"]
+    rl = [u for u in study.units(setup, tmp_path) if u.kind == "rl" and u.seed == 0]
+    rates = {"completion_rate": [1.0, 1.0], "modification_rate": [0.5, 0.75],
+             "resolve_rate": [0.5, 0.75], "train_success": [0.5, 0.75]}
+
+    def write(accumulated):
+        for unit in rl:
+            unit.record.parent.mkdir(parents=True, exist_ok=True)
+            unit.record.write_text(json.dumps({
+                "held_out_before": 0.0, "held_out_after": 0.0, **rates,
+                "reward_terms": {"reward/outcome": [0.25, 0.6], "reward/turns": [0.1, 0.15],
+                                 "reward/gate_turns": [0.5, 0.75],
+                                 "accumulated/reward_mean": accumulated}}))
+
+    write([0.35, 0.75])  # outcome + every turn reward: nothing withheld
+    assert "gave the accumulations nothing to differ on" in accumulation_summary(setup, rl)
+    text = "\n".join(accumulation_lines(setup, rl))
+    assert "Yet in all 2 of its training steps the turn rewards G-RA withheld summed to zero" \
+        in text
+    write([0.35, 0.7])  # 0.05 withheld at the second step
+    assert "nothing to differ on" not in accumulation_summary(setup, rl)
+    assert "withheld was nonzero in 1 of 2 training steps" in "\n".join(
+        accumulation_lines(setup, rl))
