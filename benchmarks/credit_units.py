@@ -116,8 +116,6 @@ class Setup:
         return "sft-" + _hash({**fields, **self._extra()})
 
 
-
-
 def _hash(data: Any) -> str:
     return hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()[:8]
 

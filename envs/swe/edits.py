@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from agentgym.errors import ConfigError
+
 
 def patch_edits(patch: str, read: Callable[[str], str | None]) -> list[dict[str, Any]]:
     """``editor`` arguments, one call per hunk, that apply ``patch``.
@@ -26,10 +28,15 @@ def patch_edits(patch: str, read: Callable[[str], str | None]) -> list[dict[str,
             or ``None`` where it is not known.
 
     Raises:
+        ConfigError: unidiff (the ``swe`` extra) is not installed.
         ValueError: The patch deletes or renames a file, which ``editor`` cannot, or an
             edit's text does not occur exactly once in the file ``read`` gave.
     """
-    from unidiff import PatchSet  # the ``swe`` extra
+    try:
+        from unidiff import PatchSet
+    except ImportError:
+        raise ConfigError("the SWE oracle as editor calls (expert='editor') reads diffs with "
+                          "unidiff; install it with: pip install 'agentgym[swe]'") from None
 
     calls: list[dict[str, Any]] = []
     for changed in PatchSet(patch):

@@ -71,3 +71,13 @@ def test_a_new_file_is_created_and_a_deleted_one_refused():
             "@@ -1,2 +0,0 @@\n-A = 1\n-B = 2\n")
     with pytest.raises(ValueError, match="deletes or renames"):
         patch_edits(gone, lambda p: "A = 1\nB = 2\n")
+
+
+def test_without_unidiff_the_error_says_what_to_install(monkeypatch):
+    import sys
+
+    from agentgym.errors import ConfigError
+
+    monkeypatch.setitem(sys.modules, "unidiff", None)  # import fails as if not installed
+    with pytest.raises(ConfigError, match=r"pip install 'agentgym\[swe\]'"):
+        patch_edits(PATCH, lambda path: None)
