@@ -129,7 +129,7 @@ def accumulation_summary(s: Setup, done: list[Unit]) -> str:
                  "training steps")
         text += (", and G-RA's gate changed no step's mean R(τ): this warm start's rollouts "
                  "gave the accumulations nothing to differ on."
-                 if _withheld_line(done).startswith(" Yet") else ".")
+                 if _gate_changed_nothing(done) else ".")
     return text
 
 
@@ -208,31 +208,42 @@ def _reading(s: Setup, done: list[Unit]) -> str:
     return text
 
 
+def _withheld(done: list[Unit]) -> tuple[list[float], int]:
+    """The turn reward G-RA's gate withheld, per gated step that logged it (its R(τ) is
+    outcome + counted turns, so: ``reward/turns`` − (accumulated − outcome)); and how many
+    gated steps there were."""
+    withheld, steps = [], 0
+    for u in done:
+        if u.accumulation != "gated":
+            continue
+        r = u.result()
+        terms = [_series(r, k) or [] for k in ("reward/turns", "accumulated/reward_mean",
+                                               "reward/outcome")]
+        steps += len(terms[0])
+        withheld += [turns - (acc - outcome) for turns, acc, outcome
+                     in zip(*terms, strict=False) if None not in (turns, acc, outcome)]
+    return withheld, steps
+
+
+def _gate_changed_nothing(done: list[Unit]) -> bool:
+    withheld, _ = _withheld(done)
+    return bool(withheld) and all(abs(x) < 1e-9 for x in withheld)
+
+
 def _withheld_line(done: list[Unit]) -> str:
-    """Whether G-RA's gate changed any R(τ): per gated step, the turn reward it withheld,
-    ``reward/turns`` − (accumulated − outcome) (its R(τ) is outcome + counted turns)."""
-    withheld = [turns - (acc - outcome) for u in done if u.accumulation == "gated"
-                for turns, acc, outcome in zip(_series(u.result(), "reward/turns") or [],
-                                               _series(u.result(), "accumulated/reward_mean")
-                                               or [],
-                                               _series(u.result(), "reward/outcome") or [],
-                                               strict=False)
-                if None not in (turns, acc, outcome)]
+    """Whether G-RA's gate changed any step's mean R(τ), in words."""
+    withheld, steps = _withheld(done)
     if not withheld:
         return ""
-    zero = sum(abs(x) < 1e-9 for x in withheld)
-    steps = sum(len(_series(u.result(), "reward/turns") or []) for u in done
-                if u.accumulation == "gated")
+    nonzero = sum(abs(x) >= 1e-9 for x in withheld)
     logged = f" (of {steps}; the others did not log it)" if steps > len(withheld) else ""
-    if zero < len(withheld):
-        return (f" The turn reward G-RA withheld was nonzero in {len(withheld) - zero} of "
+    if nonzero:
+        return (f" The turn reward G-RA withheld was nonzero in {nonzero} of "
                 f"{len(withheld)} training steps{logged}, so there its mean R(τ) differed "
                 "from what direct accumulation would have given the same rollouts.")
     return (f" Yet in all {len(withheld)} of its training steps{logged} the turn rewards G-RA "
-            "withheld "
-            "summed to zero (its accumulated reward mean equals its outcome reward mean plus "
-            "all its turn rewards): its rollouts without a patch made, together, as many "
-            "malformed turns as valid ones (as a failed edit, −0.1, then the submission, "
+            "withheld summed to zero (its accumulated reward mean equals its outcome reward "
+            "mean plus all its turn rewards): its rollouts without a patch made, together, as "
+            "many malformed turns as valid ones (as a failed edit, −0.1, then the submission, "
             "+0.1, does), so its mean R(τ) at every step was what direct accumulation would "
             "have given the same rollouts.")
-

@@ -121,13 +121,9 @@ SETUPS = {
                  rollout_options={"max_prompt_tokens": 3072, "step_timeout": 900},
                  optim_options={"mini_batches": 2, "max_tokens_per_micro_batch": 8192}),
 }
-# the same comparison from a warm start on the oracle as editor calls (``expert=editor``: one
-# str_replace per hunk, 57-251 tokens where the git-apply calls take 178-398, and no diff
-# headers whose line counts must be exact): the git-apply warm start wrote diffs with made-up
-# paths and hunks, and changed a file in 1 of its 192 training rollouts, so its arm could not
-# show what the accumulations do once patches are made. RL trains on the 18 tasks demonstrated,
-# so the warm start is fit to them (ten epochs at lr 1e-4, as Sokoban's lr) until sampling
-# reproduces their fixes, not tuned on held-out tasks; RL's budget is the first arm's
+# the second SWE arm (its ``about`` says why): RL trains on the 18 tasks demonstrated, so the
+# warm start is fit to them (Sokoban's lr, ten epochs) until sampling reproduces their fixes;
+# nothing in it was tuned on the held-out tasks
 SETUPS["swe_editor"] = replace(
     SETUPS["swe"], name="swe_editor", kwargs={**SETUPS["swe"].kwargs, "expert": "editor"},
     sft_epochs=10, sft_lr=1e-4, label="editor demonstrations",
