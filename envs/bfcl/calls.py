@@ -85,20 +85,48 @@ def is_safe(arguments: Any) -> bool:
                     for k in arguments))
 
 
-# Arguments for which one of BFCL's API methods would compute for minutes or exhaust memory
-# (exact big-integer powers, Decimal precision): (method, parameter) -> largest magnitude.
-_COSTLY = {("power", "exponent"): 10_000, ("square_root", "precision"): 10_000}
+PRECISION_LIMIT = 10_000
+"""Most digits ``logarithm`` (mpmath) and ``square_root`` (Decimal) may be asked for: about
+0.2 s of work on a loaded core; BFCL's data asks for at most 10."""
+POWER_BITS_LIMIT = 1 << 20
+"""Most bits of an exact integer ``power`` (about 315,000 digits; a few ms). Python prints no
+integer over 4,300 digits, so BFCL answers an error for far smaller results anyway."""
+ROUND_DIGITS_LIMIT = 10_000
+"""Most negative ``decimal_places`` of ``round_number`` on an integer (which computes
+``10**-decimal_places`` exactly)."""
 
 
 def too_costly(name: str, arguments: Mapping[str, Any]) -> str | None:
-    """Why running this call would hang the process, or None.
+    """Why running this call would hold a core for long, or None.
 
-    ``MathAPI.power(base=10, exponent=10**9)`` computes an exact billion-digit integer and
-    ``square_root(precision=10**9)`` a billion-digit Decimal; no BFCL entry comes near.
+    These are the parameters of BFCL's API classes whose cost grows with a value the agent
+    picks rather than with the length of its reply, all in ``MathAPI`` (the file system,
+    messaging, posting, ticket, trading, travel and vehicle classes do work linear in their
+    arguments' length): ``logarithm(precision=10**6)`` sets mpmath to a million digits,
+    ``square_root(precision=10**7)`` asks Decimal for ten million, ``power(base=3,
+    exponent=10**9)`` builds an exact integer of 1.6 billion bits and
+    ``round_number(number=5, decimal_places=-10**8)`` one of 10**8 digits.
     """
-    for (method, param), limit in _COSTLY.items():
-        value = arguments.get(param) if name == method else None
-        if isinstance(value, int | float) and abs(value) > limit:
-            return f"{param}={value!r} is too large (at most {limit})"
-    return None
+    def number(key: str) -> int | float | None:
+        value = arguments.get(key)
+        return value if isinstance(value, int | float) else None
 
+    if name in ("logarithm", "square_root"):
+        precision = number("precision")
+        if precision is not None and abs(precision) > PRECISION_LIMIT:
+            return f"precision={precision!r} is too large (at most {PRECISION_LIMIT})"
+    elif name == "power":
+        base, exponent = arguments.get("base"), arguments.get("exponent")
+        if isinstance(base, int) and isinstance(exponent, int) and exponent > 0 \
+                and abs(base) > 1:  # only int ** int is exact; floats overflow at once
+            bits = exponent * abs(base).bit_length()
+            if bits > POWER_BITS_LIMIT:
+                return (f"base**exponent is too large: about {bits:,} bits (at most "
+                        f"{POWER_BITS_LIMIT:,})")
+    elif name == "round_number":
+        places = number("decimal_places")
+        if isinstance(arguments.get("number"), int) and places is not None \
+                and places < -ROUND_DIGITS_LIMIT:
+            return (f"decimal_places={places!r} is too large a shift for an integer (at "
+                    f"least {-ROUND_DIGITS_LIMIT})")
+    return None

@@ -12,8 +12,10 @@ episode follows BFCL's function-calling inference loop:
   follows. In ``multi_turn_miss_func`` the held-out functions join the tools at the turn BFCL
   names, with BFCL's message "I have updated some more functions you can choose from. What
   about now?";
-- more than 20 tool-calling replies in one turn end the episode as BFCL's force-quit does
-  (reward 0.0, ``info["bfcl"]["error_type"] = "multi_turn:force_terminated"``).
+- more than 20 tool-calling replies in one turn end the episode as BFCL's force-quit does:
+  in an earlier turn the entry fails (reward 0.0, ``info["bfcl"]["error_type"] =
+  "multi_turn:force_terminated"``); in the last turn BFCL's checker still scores the calls
+  made, as BFCL's eval runner does when the model's turns are all there.
 
 At the end of each user turn BFCL's ``multi_turn_checker`` (state and response checks) runs
 on the turns so far; its verdict is ``info["turn_passed"]`` and the list so far
@@ -23,8 +25,12 @@ on the turns so far; its verdict is ``info["turn_passed"]`` and the list so far
 Calls are executed the way BFCL executes them, with two guards: a call whose name is no
 method of the entry's API classes, whose parameter names are not identifiers, or whose
 values are not JSON data is answered with an error and not executed (BFCL would ``eval`` it;
-these guards keep Python builtins out of reach); so is a call that would compute for minutes
-(``power`` with an exponent, or ``square_root`` with a precision, above 10,000). A call to a
+these guards keep Python builtins out of reach); so is a call whose cost an argument's value
+drives past a bound (``logarithm`` or ``square_root`` above 10,000 digits, an exact integer
+``power`` above 2**20 bits, ``round_number`` of an integer to more than 10,000 places left of
+the point; see :func:`.calls.too_costly`). BFCL's code runs in a worker thread, so a step
+timeout can fire while it works, and it cannot change process-wide numeric precision (see
+:mod:`.scoring`). A call to a
 class method that is not among the current tools (a held-out function before its turn) runs,
 as in BFCL, but is marked ``valid=False``, as are wrong-type arguments and tool-call markup
 that does not parse. A reply without a call is an action (``prose_is_action``): it ends the
@@ -36,6 +42,7 @@ checker compares), so revisited states share a key within a group.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 from collections.abc import Mapping
@@ -92,7 +99,8 @@ class BFCLMultiTurnEnv(BFCLBaseEnv):
                      ) -> tuple[list[Message], dict[str, Any]]:
         task = self._pick_task(seed, options)
         self._drop_executor()
-        self._executor = scoring.Executor(task)
+        scoring.bfcl()  # imported here, once, not from concurrent worker threads
+        self._executor = await asyncio.to_thread(scoring.Executor, task)
         self._functions = list(task.entry["function"])
         self.tools = scoring.tool_specs(self._functions)
         self._turn, self._steps_in_turn, self._turns, self._results = 0, 0, [[]], []
@@ -128,7 +136,7 @@ class BFCLMultiTurnEnv(BFCLBaseEnv):
         assert self.task is not None and self._executor is not None
         calls, errors = read_calls(action)
         if not calls:  # BFCL: no decodable call ends the turn
-            return self._end_turn(errors[0] if errors else None)
+            return await self._end_turn(errors[0] if errors else None)
         tools = {t.name: t for t in self.tools}
         messages, runnable, problems = [], [], []
         for call in calls:
@@ -143,7 +151,8 @@ class BFCLMultiTurnEnv(BFCLBaseEnv):
             if problem:
                 problems.append(problem)
             runnable.append((call, scoring.call_string(name, call.arguments)))
-        results = self._executor.run([s for _, s in runnable]) if runnable else []
+        results = (await asyncio.to_thread(self._executor.run, [s for _, s in runnable])
+                   if runnable else [])
         by_id = {c.id: r for (c, _), r in zip(runnable, results, strict=True)}
         executed = [s for _, s in runnable]
         if executed:
@@ -161,13 +170,27 @@ class BFCLMultiTurnEnv(BFCLBaseEnv):
         if problems:
             info["problems"] = problems[:3]
         if self._steps_in_turn > MAX_STEPS_PER_TURN:
+            return await self._force_quit(observation, info)
+        return StepResult(tuple(observation), None, info=info)
+
+    async def _force_quit(self, observation: list[Message], info: dict[str, Any]) -> StepResult:
+        """BFCL's force-quit after too many steps in a turn.
+
+        BFCL's inference loop stops the entry there. Its eval runner fails an entry whose
+        model turns are fewer than its turns (``multi_turn:force_terminated``); when the
+        quit happens in the last turn, every turn is there and the checker scores them.
+        """
+        if self._turn + 1 < self.n_turns:
             verdict = scoring.Verdict(False, "multi_turn:force_terminated",
                                       f"more than {MAX_STEPS_PER_TURN} steps in turn "
                                       f"{self._turn}")
-            return StepResult(tuple(observation), 0.0, terminated=True,
-                              info={**info, "success": False, "bfcl": verdict.to_info(),
-                                    "turn_results": self._results})
-        return StepResult(tuple(observation), None, info=info)
+            self._results.append(False)
+        else:
+            await self._check()
+            verdict = self._final
+        return StepResult(tuple(observation), float(verdict.passed), terminated=True,
+                          info={**info, "success": verdict.passed, "bfcl": verdict.to_info(),
+                                "force_quit": True, "turn_results": list(self._results)})
 
     def _refusal(self, name: str, arguments: Any, problem: str | None) -> str | None:
         """Why a call is not handed to BFCL's executor (see the module docstring), or None."""
@@ -178,10 +201,10 @@ class BFCLMultiTurnEnv(BFCLBaseEnv):
             return problem or "parameter names must be identifiers and values plain JSON"
         return too_costly(name, arguments)
 
-    def _end_turn(self, parse_error: str | None) -> StepResult:
+    async def _end_turn(self, parse_error: str | None) -> StepResult:
         """End the user turn; a reply whose call markup did not parse is still a mistake."""
         assert self._executor is not None
-        passed = self._check()
+        passed = await self._check()
         info = {**self._info(), "valid": parse_error is None, "turn_end": True,
                 "turn_passed": passed, "turn_results": list(self._results)}
         if parse_error is not None:
@@ -197,13 +220,13 @@ class BFCLMultiTurnEnv(BFCLBaseEnv):
         self._turns.append([])
         return StepResult(tuple(self._turn_messages(self._turn)), None, info=info)
 
-    def _check(self) -> bool:
+    async def _check(self) -> bool:
         """BFCL's checker on the turns so far (once a turn fails, every later check fails)."""
         assert self._executor is not None
         if self._results and not self._results[-1]:
             self._results.append(False)
             return False
-        self._final = self._executor.check(self._turns)
+        self._final = await asyncio.to_thread(self._executor.check, self._turns)
         self._results.append(self._final.passed)
         return self._final.passed
 

@@ -17,20 +17,31 @@ Two adaptations, both about how BFCL is wired rather than what it checks:
 - BFCL's executor keeps the API instances of a run in its module globals, named after the
   model and the entry id. Every episode (and every scoring pass) uses its own name and
   removes its instances when done, so episodes of the same entry never share state.
+- ``MathAPI`` sets process-wide numeric state: ``logarithm`` writes mpmath's global
+  ``mp.dps`` and ``square_root`` the current ``decimal`` context's precision, which later
+  episodes (and any other code in the process) would then compute with. Its module sees,
+  in place of the ``mpmath`` module, a stand-in whose ``mp`` is a context of the calling
+  thread's own, and every execution runs in a fresh ``decimal.localcontext()``; both are
+  restored after each call. Results are the same digits (a fresh context has mpmath's
+  defaults, and ``logarithm`` sets its precision before computing).
 """
 
 from __future__ import annotations
 
 import ast
+import decimal
 import functools
+import importlib
 import inspect
 import json
 import math
 import re
 import sys
+import threading
 import types
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,9 +73,61 @@ class Verdict:
         return {"passed": self.passed, "error_type": self.error_type, "error": self.error}
 
 
+_IMPORT_LOCK = threading.Lock()  # episodes run BFCL code in worker threads (see Executor)
+MATH_MODULE = "bfcl_eval.eval_checker.multi_turn_eval.func_source_code.math_api"
+
+
+class ThreadMpmath:
+    """What BFCL's ``math_api`` sees as ``mpmath``: the module, with ``mp`` per thread.
+
+    ``MathAPI.logarithm`` does ``mpmath.mp.dps = precision`` and then ``mpmath.log(...)``;
+    on the real module that precision is process-wide. Here ``mp`` (and every name mpmath
+    binds to it, such as ``log``) is a context of the calling thread's own.
+    """
+
+    def __init__(self, module: Any) -> None:
+        self.module = module
+        self._local = threading.local()
+
+    @property
+    def mp(self) -> Any:
+        """This thread's mpmath context (mpmath's defaults when first used)."""
+        context = getattr(self._local, "mp", None)
+        if context is None:
+            context = self._local.mp = self.module.MPContext()
+        return context
+
+    def __getattr__(self, name: str) -> Any:
+        context = self.mp
+        return getattr(context, name) if hasattr(context, name) else getattr(self.module, name)
+
+
+@contextmanager
+def isolated_numerics() -> Iterator[None]:
+    """Run BFCL code so that the numeric precision it sets goes no further than the block.
+
+    The ``decimal`` context is a fresh copy for the block, and this thread's mpmath context
+    (see :class:`ThreadMpmath`) gets its precision back afterwards.
+    """
+    mpmath = sys.modules[MATH_MODULE].mpmath
+    context = mpmath.mp if isinstance(mpmath, ThreadMpmath) else None
+    saved = context.prec if context is not None else None
+    try:
+        with decimal.localcontext():
+            yield
+    finally:
+        if context is not None:
+            context.prec = saved
+
+
 @functools.cache
 def bfcl() -> types.SimpleNamespace:
     """BFCL's functions this family uses, imported once."""
+    with _IMPORT_LOCK:
+        return _import_bfcl()
+
+
+def _import_bfcl() -> types.SimpleNamespace:
     bfcl_modules()
     standin = _CONFIG_MODULE not in sys.modules
     if standin:  # see the module docstring: one flag instead of every provider SDK
@@ -83,6 +146,9 @@ def bfcl() -> types.SimpleNamespace:
     finally:
         if standin:  # the checker holds the mapping; leave the real module importable
             sys.modules.pop(_CONFIG_MODULE, None)
+    math_api = importlib.import_module(MATH_MODULE)
+    if not isinstance(math_api.mpmath, ThreadMpmath):  # see the module docstring
+        math_api.mpmath = ThreadMpmath(math_api.mpmath)
     return types.SimpleNamespace(
         Language=Language, ModelStyle=ModelStyle, GORILLA_TO_OPENAPI=GORILLA_TO_OPENAPI,
         ast_checker=ast_checker, multi_turn_utils=multi_turn_utils,
@@ -234,6 +300,9 @@ def call_string(name: str, arguments: Mapping[str, Any]) -> str:
 class Executor:
     """Live instances of an entry's API classes, driven by BFCL's executor.
 
+    Every method runs BFCL code synchronously (the envs call them from a worker thread, so
+    that a step timeout can fire meanwhile) under :func:`isolated_numerics`.
+
     Args:
         task: A multi-turn entry.
     """
@@ -250,9 +319,10 @@ class Executor:
                     self.methods[name] = inspect.signature(method)
 
     def _execute(self, calls: list[str], name: str, eval_run: bool = False) -> Any:
-        return bfcl().multi_turn_utils.execute_multi_turn_func_call(
-            calls, self.task.entry["initial_config"], self.task.entry["involved_classes"],
-            name, self.task.id, long_context=self.long_context, is_evaL_run=eval_run)
+        with isolated_numerics():
+            return bfcl().multi_turn_utils.execute_multi_turn_func_call(
+                calls, self.task.entry["initial_config"], self.task.entry["involved_classes"],
+                name, self.task.id, long_context=self.long_context, is_evaL_run=eval_run)
 
     def run(self, calls: list[str]) -> list[str]:
         """Execute call strings against the live instances; BFCL's result strings, in order."""
@@ -268,8 +338,10 @@ class Executor:
         """
         name = f"agentgym_{uuid.uuid4().hex}"
         try:
-            result = bfcl().multi_turn_checker(turns, self.task.ground_truth[: len(turns)],
-                                               self.task.entry, self.task.category.name, name)
+            with isolated_numerics():  # the checker re-executes the calls
+                result = bfcl().multi_turn_checker(turns, self.task.ground_truth[: len(turns)],
+                                                   self.task.entry, self.task.category.name,
+                                                   name)
         finally:
             _forget(name)
         if result["valid"]:
@@ -301,19 +373,29 @@ def _forget(name: str) -> None:
         del namespace[key]
 
 
-def _plain(value: Any, depth: int = 0) -> Any:
+STATE_NODES = 200_000
+"""Most values :meth:`Executor.state` reads. Directories that share contents (``cp`` copies a
+folder's entries by reference) can make the tree exponentially larger than the memory it
+takes; past this many values the rest reads as ``"..."``, so ``state_key`` stays cheap."""
+
+
+def _plain(value: Any, depth: int = 0, budget: list[int] | None = None) -> Any:
     """Public attributes as JSON data; objects become their public ``vars``; no back-links."""
-    if depth > 30:
+    budget = [STATE_NODES] if budget is None else budget
+    budget[0] -= 1
+    if depth > 30 or budget[0] < 0:
         return "..."
+    if isinstance(value, int) and value.bit_length() > 4_000:  # no decimal str() for these
+        return hex(value)
     if value is None or isinstance(value, bool | int | float | str):
         return value
     if isinstance(value, Mapping):
-        return {str(k): _plain(v, depth + 1) for k, v in value.items()
+        return {str(k): _plain(v, depth + 1, budget) for k, v in value.items()
                 if not str(k).startswith("_")}
     if isinstance(value, list | tuple | set | frozenset):
-        items = [_plain(v, depth + 1) for v in value]
+        items = [_plain(v, depth + 1, budget) for v in value]
         return sorted(items, key=repr) if isinstance(value, set | frozenset) else items
     if hasattr(value, "__dict__"):  # a File/Directory: its own fields, not its parent
-        return {k: _plain(v, depth + 1) for k, v in vars(value).items()
+        return {k: _plain(v, depth + 1, budget) for k, v in vars(value).items()
                 if not k.startswith("_") and k != "parent"}
     return str(value)
