@@ -6,7 +6,8 @@ package (``pip install 'agentgym[bfcl]'``); see ``docs/bfcl.md``.
 
 Files: :mod:`.data` (categories, entries, splits), :mod:`.scoring` (BFCL's checkers and
 executor), :mod:`.calls` (reading the model's calls), :mod:`.single_turn` and
-:mod:`.multi_turn` (the envs, on the shared :mod:`.base`).
+:mod:`.multi_turn` (the envs, on the shared :mod:`.base`), :mod:`.fidelity` and
+:mod:`.perturb` (the differential check against BFCL's own inference loop and eval runner).
 """
 
 from agentgym.envs.bfcl.data import CATEGORIES, MULTI_TURN, SINGLE_TURN, Category, task_ids
