@@ -107,3 +107,49 @@ def test_registered_curated_ids_match_the_family_list() -> None:
     ids = {i.split("/")[1].removesuffix("-v0") for i in agentgym.registry
            if i.startswith("reasoning-gym/")}
     assert ids == set(CURATED) | {"Dataset"}
+
+
+async def test_a_reply_without_an_answer_block_gets_the_datasets_own_verdict() -> None:
+    """countdown gives format credit (0.01) to any reply, with or without an answer."""
+    env = ReasoningGymEnv("countdown")
+    await env.reset(seed=3)
+    result = await env.step(Message("assistant", "I do not know."))
+    assert result.reward == env.data.score_answer(None, env.entry) == 0.01
+    assert not result.valid and result.info["score"] is None
+
+
+async def test_word_ladder_builds_with_its_own_size_limit() -> None:
+    env = agentgym.make("reasoning-gym/Dataset-v0", dataset="word_ladder", split="test")
+    _, info = await env.reset(seed=25_000)  # wraps around its 20,000 entries
+    assert info["task_id"] == "reasoning-gym-word_ladder-test-5000"
+    assert (await env.step(env.expert_action())).reward == 1.0
+
+
+async def test_datasets_leave_the_global_generators_alone_and_entries_reproduce() -> None:
+    """pool_matrix seeds numpy's global generator (and its seed must stay below 2**32);
+    list_functions draws from Python's: an episode changes neither, and entry 0 of
+    list_functions (which uses the global draw) is the same whatever the global state."""
+    import random
+
+    import numpy as np
+
+    for split in ("train", "test"):
+        env = ReasoningGymEnv("pool_matrix", split=split)
+        np.random.seed(123)
+        await env.reset(seed=7)
+        await env.step(env.expert_action())
+        assert np.random.randint(1 << 30) == np.random.RandomState(123).randint(1 << 30)
+    questions = set()
+    for state in (1, 2):
+        random.seed(state)
+        env = ReasoningGymEnv("list_functions")
+        questions.add((await env.reset(seed=0))[0][1].content)
+        assert random.random() == random.Random(state).random()
+    assert len(questions) == 1
+
+
+def test_envs_of_one_dataset_share_its_object() -> None:
+    """Building a dataset can take long (acre precomputes every question): once per process."""
+    first, second = ReasoningGymEnv("basic_arithmetic"), ReasoningGymEnv("basic_arithmetic")
+    assert first.data is second.data
+    assert ReasoningGymEnv("basic_arithmetic", split="test").data is not first.data
