@@ -40,7 +40,10 @@ from agentgym.types import Message, StepResult
 from .experts import EXPERTS
 from .games import GAMES
 
-MAX_ACTION_CHARS = 4_000  # longer replies are cut before the game's regexes read them
+MAX_ACTION_CHARS = 1_000_000
+"""Replies longer than this are cut before the game reads them. The games' move patterns are
+linear-time regexes, so this only bounds memory; a model's reasoning before its move (often
+thousands of characters) reaches the game whole, as in TextArena."""
 
 
 class TextArenaEnv(BaseEnv):

@@ -127,3 +127,13 @@ def test_registered_games_match_the_family_list() -> None:
     ids = {i.split("/")[1].removesuffix("-v0") for i in agentgym.registry
            if i.startswith("textarena/")}
     assert ids == set(GAMES)
+
+
+async def test_a_long_reasoning_before_the_move_reaches_the_game() -> None:
+    """TextArena reads the whole reply; a model that reasons for pages still moves."""
+    env = TextArenaEnv("FrozenLake")
+    await env.reset(seed=3)
+    move = env.expert_action().content
+    result = await env.step(Message("assistant", "Let me think about the board. " * 300 + move))
+    assert result.valid, result.observation[0].content
+    assert "You moved" in result.observation[0].content
