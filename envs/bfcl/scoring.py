@@ -369,8 +369,9 @@ class Executor:
 
 def _forget(name: str) -> None:
     namespace = vars(bfcl().multi_turn_utils)
-    for key in [k for k in namespace if k.startswith(name)]:
-        del namespace[key]
+    # list() copies the keys in one step: other episodes' worker threads add theirs meanwhile
+    for key in [k for k in list(namespace) if k.startswith(name)]:
+        namespace.pop(key, None)
 
 
 STATE_NODES = 200_000

@@ -137,3 +137,38 @@ def test_a_step_timeout_fires_while_a_tool_call_runs(math_entry, monkeypatch):
     finally:
         release.set()
         run(env.aclose())
+
+
+def test_closing_an_episode_while_other_threads_run_bfcl_code():
+    """BFCL keeps instances in its module globals; episodes add theirs from worker threads
+    while another episode closes and removes its own (which once failed with "dictionary
+    changed size during iteration")."""
+    import sys
+
+    env = make("multi_turn_base")
+    run(env.reset(options={"task_id": "multi_turn_base_0"}))
+    namespace = vars(scoring.bfcl().multi_turn_utils)
+    stop = threading.Event()
+
+    def churn():  # what other episodes' worker threads do to the namespace
+        i = 0
+        while not stop.is_set():
+            namespace[f"churn_{i % 64}"] = i
+            namespace.pop(f"churn_{(i + 32) % 64}", None)
+            i += 1
+
+    interval = sys.getswitchinterval()
+    namespace.update({f"churn_filler_{i}": i for i in range(20_000)})  # a long iteration
+    sys.setswitchinterval(1e-6)
+    worker = threading.Thread(target=churn, daemon=True)
+    worker.start()
+    try:
+        for _ in range(100):
+            scoring.Executor(env.task).close()
+    finally:
+        stop.set()
+        worker.join()
+        sys.setswitchinterval(interval)
+        for key in [k for k in list(namespace) if k.startswith("churn_")]:
+            namespace.pop(key, None)
+        run(env.aclose())

@@ -94,7 +94,7 @@ def bfcl_multi_turn_verdict(task, turns):
                                     name)["valid"]
     finally:
         namespace = vars(b.multi_turn_utils)
-        for key in [k for k in namespace if k.startswith(name)]:
+        for key in [k for k in list(namespace) if k.startswith(name)]:
             del namespace[key]
 
 
