@@ -205,8 +205,10 @@ class RolloutDriver:
             next_seed: The first training seed of that step.
         """
         cfg = self.config
-        if self.engine is not None and not self._synced:
-            await self.sync(bump=False)  # the workers start from the trainer's weights
+        if (self.engine is not None or self.policy.model is None) and not self._synced:
+            # Ray workers, or a vLLM engine (its weights live in another process), start
+            # from the trainer's weights
+            await self.sync(bump=False)
 
         def launch(k: int) -> asyncio.Task[list[Trajectory]]:
             first = next_seed + (k - step) * cfg.rollout.tasks_per_step
@@ -364,7 +366,7 @@ def make_driver(config: TrainConfig, state: TrainState, learner: Learner,
     cfg = config
     multi = distributed.world_size() > 1
     if cfg.engine == "local" and not cfg.async_training.enabled and not multi \
-            and not cfg.rollout.april.enabled:
+            and not cfg.rollout.april.enabled and cfg.model.generation == "transformers":
         return None
     if multi and (cfg.rollout.april.enabled or cfg.async_training.vcpo.enabled):
         raise ConfigError("rollout.april and async_training.vcpo run in one process; "
@@ -389,7 +391,11 @@ def make_driver(config: TrainConfig, state: TrainState, learner: Learner,
             factory = functools.partial(lora.lora_policy, cfg.model.path, cfg.model.lora,
                                         options)
         engine = RayEngine(cfg.ray, generation=factory)
-    if leader and (multi or (cfg.async_training.enabled and cfg.engine == "local")):
+    if leader and cfg.engine == "local" and cfg.model.generation == "vllm":
+        from agentgym.trainers.vllm_generation import vllm_policy
+
+        policy = vllm_policy(cfg)  # rollouts on the engine; weights synced after updates
+    elif leader and (multi or (cfg.async_training.enabled and cfg.engine == "local")):
         # Rollouts (and, sharded, checkpoints) read their own copy of the weights: the
         # trained ones change under them in a background update, or are sharded.
         policy = TransformersPolicy(copy.deepcopy(learner.model), policy.tokenizer,

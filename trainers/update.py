@@ -28,8 +28,10 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
+from agentgym.trainers import rollout_correction
 from agentgym.trainers.batching import MicroBatch, Sample, micro_batches
 from agentgym.trainers.config import LossConfig, OptimConfig, TrainConfig
+from agentgym.trainers.finite import check_update, check_weights
 from agentgym.trainers.loss import LossStats, packed_token_logprobs, ppo_clip_loss, token_logprobs
 from agentgym.trainers.metrics import weighted_mean
 
@@ -170,7 +172,14 @@ def ppo_update(learner: Learner, samples: Sequence[Sample], config: UpdateConfig
     if not samples:
         return {"loss": 0.0}
     samples = list(samples)
-    if config.loss.recompute_logprobs:
+    corrected: dict[str, float] = {}
+    if config.loss.rollout_correction.mode != "none":  # TIS/MIS on π_old / μ
+        proximal = sharding.recompute(learner, samples, config)
+        samples, corrected = rollout_correction.correct(samples, proximal,
+                                                        config.loss.rollout_correction)
+        if not samples:
+            return {"loss": 0.0, **corrected}
+    elif config.loss.recompute_logprobs:
         samples = sharding.recompute(learner, samples, config)  # π_old: the weights now
     optim, params = config.optim, learner.parameters()
     clip = optim.grad_clip if optim.grad_clip > 0 else float("inf")
@@ -191,7 +200,7 @@ def ppo_update(learner: Learner, samples: Sequence[Sample], config: UpdateConfig
     done, planned = 0, sum(map(len, plan))
     if on_micro_batch is not None:
         on_micro_batch(0, planned)
-    for mini_batch in plan:
+    for index, mini_batch in enumerate(plan, 1):
         learner.optimizer.zero_grad(set_to_none=True)
         total = 0.0
         for mb, scale in mini_batch:
@@ -205,11 +214,18 @@ def ppo_update(learner: Learner, samples: Sequence[Sample], config: UpdateConfig
                 on_micro_batch(done, planned)
         losses.append(sharding.sum_losses(total))
         norms.append(float(torch.nn.utils.clip_grad_norm_(params, clip)))
+        # a NaN/inf loss or gradient stops the run before it reaches the weights
+        check_update(step + 1, losses[-1], norms[-1], optimizer_step=index,
+                     optimizer_steps=len(plan))
         learner.optimizer.step()
     learner.model.eval()
+    check_weights(step + 1, ((n, p) for n, p in learner.model.named_parameters()
+                             if p.requires_grad),
+                  None if sharding is ONE_PROCESS else sharding.sum_losses)
     out = weighted_mean(sharding.gather_stats(stats))
     out.pop("num_tokens", None)
-    return {**out, "loss": float(np.mean(losses)), "grad_norm": float(np.mean(norms))}
+    return {**out, **corrected, "loss": float(np.mean(losses)),
+            "grad_norm": float(np.mean(norms))}
 
 
 async def ppo_update_in_thread(learner: Learner, samples: Sequence[Sample],

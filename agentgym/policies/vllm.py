@@ -141,8 +141,14 @@ class VLLMPolicy:
         on_cpu = current_platform.device_type == "cpu"
         if on_cpu and not ok:
             raise VLLMUnavailableError(why)
-        memory: dict[str, Any] = ({"kv_cache_memory_bytes": int(kv_cache_gib * 2**30)} if on_cpu
-                                  else {"gpu_memory_utilization": gpu_memory_utilization})
+        # On a CPU, no chunked prefill: a seeded request whose prefill is split makes vLLM
+        # 0.32's CPU model runner rewind a CPU generator's offset, which CPU generators lack
+        # (RuntimeError, engine dead); whole prefills never rewind.
+        memory: dict[str, Any] = ({"kv_cache_memory_bytes": int(kv_cache_gib * 2**30),
+                                   "enable_chunked_prefill": False,
+                                   "max_num_batched_tokens": max(max_model_len, 8192)}
+                                  if on_cpu else
+                                  {"gpu_memory_utilization": gpu_memory_utilization})
         self._lora_config = dict(lora) if lora is not None else None
         if self._lora_config is not None:
             memory.update(enable_lora=True, max_loras=2,

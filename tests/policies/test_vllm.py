@@ -150,6 +150,15 @@ async def test_stop_strings_max_tokens_and_seeds_behave_as_transformers(engine, 
     assert [c.completion_ids for c in first] == [c.completion_ids for c in again]
 
 
+async def test_a_full_batch_of_seeded_requests(engine):
+    """64 seeded requests at once (a training step's shape): on a CPU, a split prefill of a
+    seeded request killed vLLM 0.32's engine (RuntimeError: CPU Generator does not use
+    offset) until chunked prefill was turned off there."""
+    reqs = _requests(_prompts(64), temperature=1.0, max_tokens=8, seed=11)
+    completions = await engine.generate(reqs)
+    assert len(completions) == 64 and all(c.completion_ids for c in completions)
+
+
 async def test_a_cancelled_request_is_aborted_in_the_engine(engine):
     from agentgym import Message
 
