@@ -325,8 +325,7 @@ class ToolEnv(BaseEnv):
             fault, self._fault = self._fault, None
             raise fault
         for call, message in zip(outcome.calls, outcome.messages, strict=False):
-            args = sorted(call.arguments.items()) if isinstance(call.arguments, Mapping) else \
-                call.arguments
+            args = sorted(call.arguments.items())  # the ToolBox gives well-formed calls
             self._history.update(f"{call.name}\0{args!r}\0{message.content}\0".encode(
                 "utf-8", "replace"))
         answer = next((v for c, v in zip(outcome.calls, outcome.results, strict=False)

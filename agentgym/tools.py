@@ -222,7 +222,8 @@ class ToolOutcome:
     Attributes:
         messages: One tool message per call, then one user message naming the blocks that
             could not be parsed, if any (only that message when there was no call).
-        calls: The calls that were run, in order.
+        calls: The calls, in order, one per tool message; a malformed structured call (see
+            :meth:`~agentgym.types.ToolCall.problem`) is given as :func:`readable_call` makes it.
         valid: False when any call failed to parse, validate or run.
         results: Return values of the calls that ran (``None`` for failed calls).
     """
@@ -297,7 +298,7 @@ class ToolBox:
                 (Message("user", f"error: {hint}. Call one of the tools "
                                  f"{sorted(self.tools)} in the format described above."),),
                 (), False)
-        messages, results, valid = [], [], not errors
+        messages, results, valid, seen = [], [], not errors, []
         for i, call in enumerate(calls):
             if i >= self.max_calls:
                 text, ok, value = (f"error: at most {self.max_calls} tool calls per turn; "
@@ -306,19 +307,24 @@ class ToolBox:
                 text, ok, value = await self._run_one(call, state)
             valid &= ok
             results.append(value)
+            call = readable_call(call)  # a malformed call (a user's agent built it) as text
+            seen.append(call)
             messages.append(Message("tool", text, tool_call_id=call.id, name=call.name))
         if errors:  # blocks that could not be read are agent mistakes too: say so
             messages.append(Message("user", "error: " + "; ".join(errors)))
-        return ToolOutcome(tuple(messages), tuple(calls), valid, tuple(results))
+        return ToolOutcome(tuple(messages), tuple(seen), valid, tuple(results))
 
     async def _run_one(self, call: ToolCall, state: Any) -> tuple[str, bool, Any]:
+        if not isinstance(call.name, str):  # an answer, never a TypeError from the lookup
+            return (f"error: {call.problem()}. Available tools: {sorted(self.tools)}", False,
+                    None)
         t = self.tools.get(call.name)
         if t is None:
             return (f"error: unknown tool {call.name!r}{did_you_mean(call.name, self.tools) or '.'}"
                     f" Available tools: {sorted(self.tools)}", False, None)
-        if not isinstance(call.arguments, Mapping):  # e.g. a backend passed the raw JSON text
-            return (f"error: the arguments of {call.name} must be a JSON object, got "
-                    f"{type(call.arguments).__name__}", False, None)
+        problem = call.problem()  # e.g. a backend passed the raw JSON text as the arguments
+        if problem is not None:
+            return f"error: {problem}", False, None
         problems = sorted(self._validators[call.name].iter_errors(dict(call.arguments)),
                           key=lambda e: list(e.path))
         if problems:
@@ -352,6 +358,30 @@ class ToolBox:
                 except Exception:
                     text = f"<{type(value).__name__} object>"
         return clean_text(text, self.max_output_chars)
+
+
+def readable_call(call: ToolCall) -> ToolCall:
+    """``call`` with text in place of a malformed id or name and ``{}`` for malformed arguments.
+
+    What :class:`ToolBox` reports in :attr:`ToolOutcome.calls` for a call it refused as
+    malformed (:meth:`~agentgym.types.ToolCall.problem`), so code that reads the outcome's
+    calls (names, arguments) needs no type checks of its own; such a call's result is always
+    ``None``.
+    """
+    if call.problem() is None and isinstance(call.id, str):
+        return call
+
+    def text(value: Any) -> str:
+        if isinstance(value, str):
+            return value
+        try:
+            return repr(value)[:200]
+        except Exception:  # a hostile __repr__
+            return f"<{type(value).__name__}>"
+
+    args = call.arguments
+    well_formed = isinstance(args, Mapping) and all(isinstance(k, str) for k in args)
+    return ToolCall(text(call.id), text(call.name), dict(args) if well_formed else {})
 
 
 def _strict(parameters: Mapping[str, Any]) -> dict[str, Any]:

@@ -45,17 +45,51 @@ class ToolCall:
     name: str
     arguments: Mapping[str, Any] = field(default_factory=dict)
 
+    # The constructor checks nothing on purpose: a call is a record of what an agent sent,
+    # and an agent's mistake (a name that is not text, arguments that are not an object) must
+    # reach the env, which answers it as an invalid action, and be recorded as sent.
+    def problem(self) -> str | None:
+        """Why no tool can run this call, or None when it is well formed.
+
+        Malformed: a name that is not a string, arguments that are not a mapping with string
+        keys. Envs answer such a call as an invalid action (``valid=False``), never raise.
+
+        Example:
+            >>> ToolCall("c0", "add", '{"a": 1}').problem()
+            'the arguments of add must be a JSON object, got str'
+        """
+        if not isinstance(self.name, str):
+            return (f"a tool call's name must be a string, got {type(self.name).__name__} "
+                    f"{_short_repr(self.name)}")
+        if not isinstance(self.arguments, Mapping):
+            return (f"the arguments of {self.name[:100]} must be a JSON object, got "
+                    f"{type(self.arguments).__name__}")
+        for key in self.arguments:
+            if not isinstance(key, str):
+                return (f"the arguments of {self.name[:100]} must be a JSON object, whose keys "
+                        f"are strings; got the key {_short_repr(key)}")
+        return None
+
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return {"id": self.id, "name": self.name, "arguments": dict(self.arguments)}
+        """JSON-ready form.
+
+        A malformed name or arguments (:meth:`problem`) is written as the nearest JSON value,
+        so a trajectory that records a user's malformed call can still be written.
+        """
+        if self.problem() is None:
+            return {"id": self.id, "name": self.name, "arguments": dict(self.arguments)}
+        return {"id": _jsonable(self.id), "name": _jsonable(self.name),
+                "arguments": _jsonable(self.arguments)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ToolCall:
-        """Inverse of :meth:`to_dict`."""
+        """Inverse of :meth:`to_dict`; missing arguments read as ``{}``."""
+        args = data.get("arguments", {}) if isinstance(data, Mapping) else {}
         return cls(
             id=_require(data, "id", "ToolCall"),
             name=_require(data, "name", "ToolCall"),
-            arguments=dict(data.get("arguments") or {}),
+            # a malformed call stays malformed, so a recorded invalid action reads back as sent
+            arguments=dict(args) if isinstance(args, Mapping) else args,
         )
 
 
@@ -496,6 +530,15 @@ class Group:
             by_group.setdefault(traj.group_id, []).append(traj)
         return [cls(next((t.task_id for t in ts if t.scorable), ts[0].task_id), tuple(ts))
                 for ts in by_group.values()]
+
+
+def _short_repr(value: Any, limit: int = 60) -> str:
+    """``repr(value)`` cut to ``limit`` characters; never raises (a hostile ``__repr__``)."""
+    try:
+        text = repr(value)
+    except Exception:
+        return f"<{type(value).__name__} object>"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _jsonable(value: Any) -> Any:

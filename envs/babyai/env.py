@@ -30,7 +30,7 @@ from typing import Any
 from agentgym.env import BaseEnv
 from agentgym.errors import ConfigError, MissingExtraError, did_you_mean
 from agentgym.parsing import parse_tool_calls
-from agentgym.tools import tool
+from agentgym.tools import readable_call, tool
 from agentgym.types import Message, StepResult, ToolCall
 
 from .describe import describe_view
@@ -102,17 +102,21 @@ def read_action(action: Message) -> tuple[int | None, str | None, str]:
         return _phrase(tagged[0]), None, ""  # <action>turn left</action>
     calls = action.tool_calls or parse_tool_calls(action.content).calls
     if calls:
+        call_id = readable_call(calls[0]).id  # the id the reply echoes, as text
         if len(calls) > 1:
-            return None, calls[0].id, f"one action per turn, got {len(calls)} calls"
+            return None, call_id, f"one action per turn, got {len(calls)} calls"
         call = calls[0]
+        problem = call.problem()  # a user's agent can build any call: answered, never raised
+        if problem is not None:
+            return None, call_id, problem
         index = _phrase(call.name)
         if index is None:
             names = [a.replace(" ", "_") for a in ACTIONS]
-            return None, call.id, (f"unknown action {call.name!r}"
+            return None, call_id, (f"unknown action {call.name!r}"
                                    f"{did_you_mean(call.name, names) or ''}")
         if call.arguments:
-            return None, call.id, f"{call.name} takes no arguments, got {dict(call.arguments)}"
-        return index, call.id, ""
+            return None, call_id, f"{call.name} takes no arguments, got {dict(call.arguments)}"
+        return index, call_id, ""
     index = _phrase(action.content)
     if index is None:
         return None, None, "no action found in the reply"
