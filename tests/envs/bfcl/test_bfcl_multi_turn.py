@@ -1,3 +1,4 @@
+import json
 import warnings
 
 import gymnasium
@@ -171,3 +172,26 @@ def test_gymnasium_checker_is_clean(category):
         gymnasium_check_env(env.unwrapped)
         env.close()
     assert [str(w.message) for w in caught] == []
+
+
+def test_state_key_stays_cheap_when_folders_share_their_contents():
+    """BFCL's ``cp`` copies a folder's entries by reference, so a hundred calls make a tree
+    with a million paths in a few kilobytes; ``state_key`` reads a bounded number of values
+    (without the bound it took minutes)."""
+    env = make("multi_turn_base")
+    run(env.reset(options={"task_id": "multi_turn_base_0"}))
+    calls = [("touch", {"file_name": "f"}), ("mkdir", {"dir_name": "n0"}),
+             ("cp", {"source": "f", "destination": "n0"})]
+    for i in range(10):  # n{i+1} holds four folders sharing n{i}'s entries: 4**10 paths
+        calls += [("mkdir", {"dir_name": f"n{i + 1}"}),
+                  ("mv", {"source": f"n{i}", "destination": "c0"})]
+        for j in range(4):
+            calls += [("cp", {"source": f"c{j}", "destination": f"n{i + 1}"}),
+                      ("mv", {"source": f"c{j}", "destination": f"c{j + 1}"})]
+        calls.append(("rm", {"file_name": "c4"}))
+    action = Message("assistant", "", tool_calls=tuple(
+        ToolCall(f"x{i}", name, args) for i, (name, args) in enumerate(calls)))
+    result = run(env.step(action))
+    assert not [m.content for m in result.observation if "error" in m.content.lower()]
+    assert result.info["state_key"]  # about 4**10 paths to the file: the walk stops early
+    assert '"..."' in json.dumps(env._executor.state())
