@@ -35,7 +35,7 @@ class RayConfig:
     generation_cpus: float = 1.0
     """CPUs per generation worker."""
     generation_backend: Literal["transformers", "vllm"] = "transformers"
-    """Backend inside each generation worker (vLLM needs a GPU)."""
+    """Backend inside each generation worker (vLLM: a GPU, or vLLM's CPU build)."""
     placement_strategy: Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"] = "PACK"
     """Ray placement-group strategy for all workers' bundles."""
     episodes_per_call: int = 8

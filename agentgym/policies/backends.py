@@ -159,8 +159,9 @@ def _vllm(target: str, o: BackendOptions) -> Policy:
     from agentgym.policies.models import embedded_model_dir
     from agentgym.policies.vllm import VLLMPolicy
 
-    folder = str(embedded_model_dir()) if target in ("smollm2", "embedded") else target
-    return VLLMPolicy(folder, dtype=o.dtype) if o.dtype else VLLMPolicy(folder)
+    folder = str(embedded_model_dir()) if target in ("smollm2", "embedded", "") else target
+    return VLLMPolicy(folder, dtype=o.dtype or "float32", seed=o.seed or 0,
+                      max_num_seqs=o.max_batch_size)
 
 
 def _openai(target: str, o: BackendOptions) -> Policy:
@@ -175,6 +176,6 @@ register_backend("hf", _transformers, target="PATH", trainable=True,
                  summary="a local Hugging Face model on transformers (in-process)",
                  aliases={"smollm2": "hf:smollm2", "embedded": "hf:smollm2"})
 register_backend("vllm", _vllm, target="PATH", trainable=True,
-                 summary="a local model on an in-process vLLM engine (GPU)")
+                 summary="a local model (or smollm2) on a vLLM engine (GPU, or vLLM's CPU build)")
 register_backend("openai", _openai, target="URL", trainable=False,
                  summary="any OpenAI-compatible server (name the model with --model)")

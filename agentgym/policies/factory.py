@@ -2,9 +2,10 @@
 
 Specs: ``random``, ``scripted`` or ``expert`` (model-free; the env's own expert), or a
 generation backend from :mod:`agentgym.policies.backends`: ``smollm2`` (the embedded model)
-or ``hf:PATH`` (a local Hugging Face model) on transformers; ``vllm:PATH`` (an in-process
-vLLM engine, GPU only); ``openai:URL`` (any OpenAI-compatible server; name the model with
-``model``); or a plug-in's ``NAME:TARGET``.
+or ``hf:PATH`` (a local Hugging Face model) on transformers; ``vllm:PATH`` (a vLLM engine, on
+a GPU or through vLLM's CPU build; ``vllm:smollm2`` is the embedded model); ``openai:URL``
+(any OpenAI-compatible server; name the model with ``model``); or a plug-in's
+``NAME:TARGET``.
 """
 
 from __future__ import annotations
