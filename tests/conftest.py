@@ -5,8 +5,9 @@ import pytest
 import required_imports
 
 # Docker engine + sandbox image fixtures (docker_engine, docker_client, sandbox_image,
-# docker_config) for tests marked `docker`.
-pytest_plugins = ["docker_fixtures"]
+# docker_config) for tests marked `docker`; process fixtures (spawn) and the end-of-session
+# check that no process the tests started is still running.
+pytest_plugins = ["docker_fixtures", "process_fixtures"]
 # In CI (AGENTGYM_REQUIRE_EXTRAS=1) an importorskip of torch, transformers, ray or mcp fails.
 required_imports.install()
 

@@ -2,7 +2,8 @@
 
 The commands are read from the README's "From a run to a served model" block. The train
 command gets overrides that make it a one-step run of a tiny model, and the port is swapped
-for a free one; everything else runs as a user would type it.
+for 0 (the server picks a free one and prints it); everything else runs as a user would
+type it.
 """
 
 import asyncio
@@ -12,17 +13,19 @@ import re
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
+from process_fixtures import stop_and_wait, wait_until
 
 ROOT = Path(__file__).parent.parent
 CLI = [sys.executable, "-c", "from agentgym.cli import main; main()"]
+SERVING = re.compile(r"serving .* at http://127\.0\.0\.1:(\d+)/")
+COMMAND_S = 900
+"""Bound on one command or request (a tiny model; minutes only on a loaded machine)."""
 
 
 def readme_commands():
@@ -33,27 +36,30 @@ def readme_commands():
     return [line for line in block.group(1).splitlines() if line.strip()]
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def agentgym(line, extra=()):
     args = shlex.split(line)
     assert args[0] == "agentgym"
     return CLI + [a.replace("examples/", f"{ROOT}/examples/") for a in args[1:]] + list(extra)
 
 
+def _answers(url):
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            r.read()
+        return True
+    except OSError:  # not listening yet
+        return False
+
+
 def post(url, body):
     request = urllib.request.Request(url, json.dumps(body).encode(),
                                      {"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=120) as r:
+    with urllib.request.urlopen(request, timeout=COMMAND_S) as r:
         return json.loads(r.read())
 
 
 @pytest.mark.slow
-def test_readme_train_export_serve_request(tmp_path, tiny_model_dir):
+def test_readme_train_export_serve_request(tmp_path, tiny_model_dir, spawn):
     train, export, serve, request = readme_commands()
     assert train.startswith("agentgym train ") and export.startswith("agentgym export ")
     assert serve.startswith("agentgym serve ") and request.startswith("curl ")
@@ -62,37 +68,26 @@ def test_readme_train_export_serve_request(tmp_path, tiny_model_dir):
             "rollout.tasks_per_step=2", "rollout.group_size=2", "rollout.max_tokens=4"]
     for line, extra in ((train, tiny), (export, [])):
         done = subprocess.run(agentgym(line, extra), cwd=tmp_path, env=env,
-                              capture_output=True, text=True, timeout=300)
+                              capture_output=True, text=True, timeout=COMMAND_S)
         assert done.returncode == 0, done.stderr[-3000:]
     exported = tmp_path / shlex.split(export)[shlex.split(export).index("--out") + 1]
     assert (exported / "model.safetensors").is_file()
 
-    port = free_port()
-    server = subprocess.Popen(agentgym(serve.replace("8000", str(port))),
-                              cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2).read()
-                break
-            except OSError:
-                assert server.poll() is None, server.stderr.read()[-3000:] if server.stderr \
-                    else "the server exited"
-                assert time.monotonic() < deadline, "the server did not come up in 120 s"
-                time.sleep(0.5)
-        curl = shlex.split(request.replace("8000", str(port)))
-        body = json.loads(curl[curl.index("-d") + 1])
-        if shutil.which("curl"):
-            done = subprocess.run(curl, capture_output=True, text=True, timeout=120)
-            assert done.returncode == 0, done.stderr
-            reply = json.loads(done.stdout)
-        else:  # the same request without curl
-            reply = post(f"http://127.0.0.1:{port}/v1/chat/completions", body)
-    finally:
-        os.killpg(server.pid, signal.SIGINT)
-        server.wait(30)
+    # Port 0: the server takes a free port and prints it (no race with other servers here).
+    server = spawn(agentgym(serve.replace("8000", "0")), env={**env, "COLUMNS": "200"},
+                   cwd=tmp_path)
+    wait_until(lambda: SERVING.search(server.output()) is not None, "'serving' line", server)
+    port = SERVING.search(server.output()).group(1)  # type: ignore[union-attr]
+    wait_until(lambda: _answers(f"http://127.0.0.1:{port}/health"), "answer on /health", server)
+    curl = shlex.split(request.replace("8000", port))
+    body = json.loads(curl[curl.index("-d") + 1])
+    if shutil.which("curl"):
+        done = subprocess.run(curl, capture_output=True, text=True, timeout=COMMAND_S)
+        assert done.returncode == 0, done.stderr
+        reply = json.loads(done.stdout)
+    else:  # the same request without curl
+        reply = post(f"http://127.0.0.1:{port}/v1/chat/completions", body)
+    stop_and_wait(server, signal.SIGINT)  # a user's Ctrl-C; the fixture kills what remains
     text = reply["choices"][0]["message"]["content"]
     assert reply["model"] == body["model"] and reply["choices"][0]["token_ids"]
 

@@ -145,11 +145,12 @@ def test_killed_run_resumes_to_the_same_parameters(tmp_path, tiny_dir):
     proc = subprocess.Popen([sys.executable, "-m", "agentgym.cli", "train", str(cfg_path)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     first = tmp_path / "b" / "run" / "checkpoints" / "step-000001" / "state.json"
-    deadline = time.time() + 120
+    deadline = time.time() + 600  # a bound on a hang: minutes only on a loaded machine
     while not first.exists() and proc.poll() is None and time.time() < deadline:
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
+    assert first.exists(), "the run wrote no checkpoint to resume from"
     resumed = train(config(tmp_path / "b", tiny_dir, steps=4), resume=True)
     a, b = params_of(straight, 4), params_of(resumed, 4)
     for name in a:

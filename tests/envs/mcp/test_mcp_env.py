@@ -149,11 +149,12 @@ async def test_streamable_http_server(server_file):
         [sys.executable, str(server_file), "http", str(port)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 300  # a bound on a hang, not a start-up time check
         while time.monotonic() < deadline:
             with socket.socket() as s:
                 if s.connect_ex(("127.0.0.1", port)) == 0:
                     break
+            assert proc.poll() is None, "the MCP server exited before listening"
             await asyncio.sleep(0.2)
         env = MCPEnv(f"http://127.0.0.1:{port}/mcp", TASKS, verifier="numeric")
         async with env:

@@ -12,6 +12,7 @@ import warnings
 import gymnasium
 import pytest
 from gymnasium.utils.env_checker import check_env as gym_check_env
+from process_fixtures import end_group
 from web_oracle import KW, play
 
 import agentgym
@@ -82,8 +83,13 @@ def test_scripted_rollout_leaves_no_browser_process(tmp_path) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "agentgym.cli", "rollout", "agentgym/WebShop-v0", "--policy",
          "scripted", "--episodes", "2", "--concurrency", "2", "--kw", "catalog_size=1000",
-         "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    output, _ = proc.communicate(timeout=240)
+         "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=True)
+    try:
+        output, _ = proc.communicate(timeout=600)  # minutes only on a loaded machine
+    except subprocess.TimeoutExpired:
+        end_group(proc)  # a hung rollout is not left running
+        raise
     assert proc.returncode == 0, output
     trajs = [agentgym.Trajectory.from_json(line) for line in out.read_text().splitlines()]
     assert [t.outcome_reward for t in trajs] == [1.0, 1.0]
