@@ -45,6 +45,7 @@ import copy
 import functools
 import math
 import os
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -304,8 +305,13 @@ class RolloutDriver:
             out[i] = s
         return out, scale, {**metrics, **stats}
 
-    async def sync(self, bump: bool = True) -> None:
-        """Push the trained weights to the generation copy (a new policy version)."""
+    async def sync(self, bump: bool = True) -> dict[str, float]:
+        """Push the trained weights to the generation copy (a new policy version).
+
+        Returns:
+            ``sync_s``: its wall time.
+        """
+        start = time.perf_counter()
         if bump:
             self.version += 1
         state = self.distributed.full_state() if self.distributed is not None \
@@ -318,6 +324,7 @@ class RolloutDriver:
             and self.policy.model is not self.learner.model  # APRIL alone shares them
         await self.policy.update_weights(state if copy_weights else [], version=self.version)
         self._synced = True
+        return {"sync_s": time.perf_counter() - start}
 
     async def aclose(self) -> None:
         """Stop background collection and the workers."""

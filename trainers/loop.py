@@ -51,6 +51,7 @@ from agentgym.trainers.lora import with_lora
 from agentgym.trainers.metrics import MetricsLog, is_zero_variance, rollout_metrics, succeeded
 from agentgym.trainers.mixture import per_env_metrics
 from agentgym.trainers.models import load_trained_model
+from agentgym.trainers.preflight import check_model
 from agentgym.trainers.progress_train import ProgressFitter, build_fitter
 from agentgym.trainers.rewards import (
     RewardComponent,
@@ -131,6 +132,7 @@ def build(config: TrainConfig, resume: bool = False) -> Run:
             rewards = tuple(swe_components(SWERewardConfig(**config.algorithm.reward_options)))
         except TypeError as exc:
             raise ConfigError(f"algorithm.reward_options: {exc}") from exc
+    check_model(config.model)  # a folder that is no model, a device torch lacks: now
     run_dir.mkdir(parents=True, exist_ok=True)
     save_config(config, run_dir / "config.yaml")
     _seed_everything(config.seed)
@@ -162,7 +164,7 @@ def build(config: TrainConfig, resume: bool = False) -> Run:
     weights: Any = policy.model if sharded else model  # full weights (rank 0 keeps a copy)
     checkpointer = Checkpointer(run_dir, config.save_every,
                                 resumable=config.resumable_checkpoints)
-    log = MetricsLog(run_dir, config.tensorboard, wandb_sink(config))
+    log = MetricsLog(run_dir, config.tensorboard, wandb_sink(config), start_step=state.step)
     return Run(config, learner, policy, weights, estimator, rewards, progress,
                log, checkpointer, driver, state,
                critic=critic)
@@ -262,7 +264,7 @@ async def train_step(run: Run, progress: Any = None) -> dict[str, float]:
     driver = run.driver
     if driver is not None:  # async: update in a thread while rollouts go on; then sync
         metrics.update(await driver.update(samples, step, kept))
-        await driver.sync()
+        metrics.update(await driver.sync())  # sync_s: the weights' way to the generator
     else:
         # in a thread, so that Ctrl-C during a long update ends the run at once
         metrics.update(await ppo_update_in_thread(run.learner, samples, UpdateConfig.of(cfg),
