@@ -16,12 +16,16 @@ names match), and a weight sync sends only the adapters
   rollout);
 - FSDP: the wrapped model is sharded; only the adapters are gathered after an update.
 
-vLLM generation workers load adapters from disk, not from a weight sync, so LoRA with
+- ``model.generation: vllm``: the adapters are written as a PEFT folder and served as a vLLM
+  LoRA request (:mod:`agentgym.policies.vllm`).
+
+Ray's vLLM generation workers are built without an adapter config, so LoRA with
 ``ray.generation_backend: vllm`` is refused (:func:`check_supported`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from agentgym.errors import ConfigError, MissingExtraError
@@ -44,8 +48,38 @@ def peft_config(lora: LoraConfig) -> Any:
 
 
 def with_lora(model: Any, lora: LoraConfig) -> Any:
-    """``model`` wrapped by peft with trainable adapters (the base weights frozen)."""
-    return _peft().get_peft_model(model, peft_config(lora))
+    """``model`` wrapped by peft with trainable adapters (the base weights frozen).
+
+    Raises:
+        ConfigError: A target module name matches no module of the model.
+    """
+    names = [name for name, _ in model.named_modules()]
+    check_targets(lora, names, "the model")
+    try:
+        return _peft().get_peft_model(model, peft_config(lora))
+    except ValueError as exc:  # e.g. a target that is no layer peft can adapt
+        raise ConfigError(f"model.lora.target_modules {list(lora.target_modules)}: {exc}; "
+                          "name linear layers such as q_proj, v_proj") from None
+
+
+def check_targets(lora: LoraConfig, module_names: Iterable[str], model: str) -> None:
+    """Refuse target module names that match no module (peft would skip them silently).
+
+    A target matches a module whose dotted name is it or ends with ``.<target>``, as peft
+    matches them.
+
+    Raises:
+        ConfigError: Naming the unmatched targets and the model's own leaf names.
+    """
+    names = set(module_names)
+    missing = [t for t in lora.target_modules
+               if t not in names and not any(n.endswith(f".{t}") for n in names)]
+    if missing:  # the leaf modules' own names: what a target usually is
+        layers = sorted({n.rsplit(".", 1)[-1] for n in names
+                         if n and not any(m.startswith(f"{n}.") for m in names)})
+        raise ConfigError(f"model.lora.target_modules {missing} match no module of {model}; "
+                          f"its module names include {layers[:24]}; e.g. "
+                          "model.lora.target_modules=[q_proj, v_proj]")
 
 
 def check_supported(config: TrainConfig) -> None:
@@ -57,10 +91,11 @@ def check_supported(config: TrainConfig) -> None:
     if config.model.lora.enabled and config.engine == "ray" \
             and config.ray.generation_backend == "vllm":
         raise ConfigError(
-            "model.lora.enabled with ray.generation_backend=vllm is not supported: vLLM takes "
-            "LoRA adapters as files, not as in-memory weight syncs, so the workers would keep "
-            "generating with the initial adapters; use ray.generation_backend=transformers, "
-            "or train every weight (model.lora.enabled=false)")
+            "model.lora.enabled with ray.generation_backend=vllm is not supported: Ray's vLLM "
+            "workers are built without an adapter config, so they could not take the adapter "
+            "syncs; use ray.generation_backend=transformers, engine=local with "
+            "model.generation=vllm (adapters synced as vLLM LoRA requests), or train every "
+            "weight (model.lora.enabled=false)")
 
 
 def lora_policy(model_path: str, lora: LoraConfig, options: BackendOptions) -> Any:
