@@ -136,3 +136,4 @@ def test_no_gap_means_no_change(tiny_model_dir):
     assert metrics["correction/ratio_max"] == pytest.approx(1.0, abs=1e-4)
     for name, tensor in corrected.items():
         torch.testing.assert_close(tensor, plain[name], atol=1e-6, rtol=1e-5)
+

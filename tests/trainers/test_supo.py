@@ -218,3 +218,18 @@ def test_rescored_rollouts_that_never_submitted_train_unless_masked(group):
     assert cut.id in trained and cut.id not in masked
     assert cut.id not in {s.traj_id for s in supo_samples([group], get_estimator("grpo")(
         [group]))}  # without rewards: masked as before
+
+
+def test_summarize_is_refused_where_a_driver_would_skip_its_summaries(tmp_path):
+    """SUPO's summary turns are taken by the embedded loop's agent only; a driver's versioned
+    agent would drop them silently, so such a run is refused before it starts."""
+    from agentgym.errors import ConfigError
+    from agentgym.trainers.async_loop import make_driver
+    from agentgym.trainers.checkpoint import TrainState
+    from agentgym.trainers.config import load_config
+
+    for switch in ("model.generation=vllm", "async_training.enabled=true",
+                   "rollout.april.enabled=true"):
+        cfg = load_config(None, ["rollout.context=summarize", switch])
+        with pytest.raises(ConfigError, match="summarize"):
+            make_driver(cfg, TrainState(0, 0), None, None)  # refused before either is used
