@@ -14,11 +14,12 @@ there are two runs:
   given the same replies as actions, all episodes in flight at once up to the rollout
   default concurrency.
 
-Compared at every model call: what the model is shown before it (the new messages as
-``(role, content)``, and the tools in OpenAI form); then the number of replies the episode
-took and the verdict (passed, and BFCL's error type). Formatting that is documented and not
-compared: the env's message after the last reply ("The conversation is over.", the
-single-turn verdict line), to which BFCL has no counterpart because it asks nothing more.
+Compared as :class:`~agentgym.fidelity.StepRecord` steps (:func:`records`): at every model
+call, what the model is shown before it (the new messages as ``role: content``, and the tools
+in OpenAI form); the number of replies the episode took; the verdict (passed, or BFCL's error
+type) and the reward. Formatting that is documented and not compared: the env's message after
+the last reply ("The conversation is over.", the single-turn verdict line), to which BFCL has
+no counterpart because it asks nothing more.
 
 The scripts are BFCL's ground truth and perturbations of it (:mod:`.perturb`); the verdicts
 differ between perturbations, and the point is that both runs reach the same one.
@@ -48,8 +49,12 @@ from typing import Any
 
 from agentgym.envs.bfcl import data, scoring
 from agentgym.envs.bfcl.perturb import Reply, Script, scripts_for
+from agentgym.fidelity import Comparison, StepRecord, summarize, summary_line
+from agentgym.fidelity import compare as compare_steps
+from agentgym.fidelity import table as fidelity_table
 from agentgym.types import Message
 
+FAMILY = "bfcl"
 END_TURN = "Done."
 """The text reply a script ends a turn with (and what either side gets past the script)."""
 
@@ -96,24 +101,29 @@ class Case:
 
 @dataclass(frozen=True)
 class Outcome:
-    """Both runs of a case and where they part.
+    """Both runs of a case and their comparison.
 
     Attributes:
         case: The case.
         bfcl: BFCL's own run.
         env: The agentgym env's run.
-        differences: Each difference in words (empty when they agree).
+        comparison: The step-by-step comparison (:func:`agentgym.fidelity.compare`).
     """
 
     case: Case
     bfcl: Trace
     env: Trace
-    differences: tuple[str, ...]
+    comparison: Comparison
 
     @property
     def agree(self) -> bool:
         """Both runs showed the same, took the same replies and reached the same verdict."""
-        return not self.differences
+        return self.comparison.agree
+
+    @property
+    def differences(self) -> tuple[str, ...]:
+        """Each difference in words (empty when they agree)."""
+        return tuple(str(m) for m in self.comparison.mismatches)
 
 
 # -- BFCL's side ---------------------------------------------------------------------------
@@ -203,8 +213,8 @@ def _bfcl_views(queries: list[tuple[list[Any], list[dict[str, Any]]]]) -> tuple[
 def _forget(prefix: str) -> None:
     """Drop the API instances a run left in BFCL's executor globals."""
     namespace = vars(scoring.bfcl().multi_turn_utils)
-    for key in [k for k in namespace if k.startswith(prefix)]:
-        del namespace[key]
+    for key in [k for k in list(namespace) if k.startswith(prefix)]:  # see scoring._forget
+        namespace.pop(key, None)
 
 
 def bfcl_run(task: data.BFCLTask, script: Script) -> Trace:
@@ -290,30 +300,42 @@ async def env_run(task: data.BFCLTask, script: Script) -> Trace:
 
 # -- both ----------------------------------------------------------------------------------
 
-def differences(bfcl: Trace, env: Trace) -> tuple[str, ...]:
-    """Where two runs part, in words."""
-    out = []
-    for i, (a, b) in enumerate(zip(bfcl.views, env.views, strict=False)):
-        if a.messages != b.messages:
-            out.append(f"reply {i}: BFCL showed {_short(a.messages)}, the env {_short(b.messages)}")
-        if a.tools != b.tools:
-            names = [sorted(json.loads(t)["name"] for t in v.tools) for v in (a, b)]
-            out.append(f"reply {i}: tools differ (BFCL {names[0]}, env {names[1]})"
-                       if names[0] != names[1] else f"reply {i}: tool schemas differ")
-    if bfcl.replies != env.replies:
-        out.append(f"BFCL took {bfcl.replies} replies, the env {env.replies}")
-    if bfcl.passed != env.passed:
-        out.append(f"BFCL {'accepts' if bfcl.passed else 'rejects'} "
-                   f"({bfcl.error_type}), the env {'accepts' if env.passed else 'rejects'} "
-                   f"({env.error_type})")
-    elif bfcl.error_type != env.error_type:
-        out.append(f"error type: BFCL {bfcl.error_type}, env {env.error_type}")
-    return tuple(out)
+def records(trace: Trace, script: Script) -> list[StepRecord]:
+    """A run as steps: the reset, then one per reply.
+
+    A step's observation is what the model was shown next (its new messages as ``role:
+    content`` lines, then the tools offered); the last step's is the verdict (``passed`` or
+    BFCL's error type), in place of the env's closing message, which BFCL has no counterpart
+    for. The reward is the verdict on the last step, None before.
+    """
+    def shown(view: View) -> str:
+        lines = [f"{role}: {content}" for role, content in view.messages]
+        return "\n".join(lines) + "\ntools: " + json.dumps([json.loads(t) for t in view.tools],
+                                                            sort_keys=True)
+
+    out = [StepRecord("(reset)", shown(trace.views[0]) if trace.views else "", None, None,
+                      False, False)]
+    for i in range(trace.replies):
+        reply = script[i] if i < len(script) else END_TURN
+        last = i == trace.replies - 1
+        observation = ("verdict: " + ("passed" if trace.passed else str(trace.error_type))
+                       if last else shown(trace.views[i + 1]) if i + 1 < len(trace.views) else "")
+        out.append(StepRecord(_reply_text(reply), observation,
+                              float(trace.passed) if last else None, None, last, False))
+    return out
 
 
-def _short(messages: tuple[tuple[str, str], ...]) -> str:
-    text = repr(messages)
-    return text if len(text) < 160 else text[:157] + "..."
+def _reply_text(reply: Reply) -> str:
+    if isinstance(reply, str):
+        return reply
+    return "; ".join(f"{name}({json.dumps(args, sort_keys=True)})" for name, args in reply)
+
+
+def outcome(case: Case, bfcl: Trace, env: Trace) -> Outcome:
+    """Compare the two runs of a case step by step."""
+    return Outcome(case, bfcl, env, compare_steps(
+        FAMILY, case.category, f"{case.task_id} [{case.kind}]", records(bfcl, case.script),
+        records(env, case.script), reference_success=bfcl.passed, agentgym_success=env.passed))
 
 
 def cases(categories: Sequence[str], per_category: int | None, seed: int) -> list[Case]:
@@ -352,33 +374,17 @@ async def compare(all_cases: Sequence[Case], concurrency: int | None = None) -> 
             return await env_run(tasks[(case.category, case.task_id)], case.script)
 
     envs = await asyncio.gather(*(one(c) for c in all_cases))
-    return [Outcome(c, ref, got, differences(ref, got))
-            for c, ref, got in zip(all_cases, references, envs, strict=True)]
+    return [outcome(c, ref, got) for c, ref, got in zip(all_cases, references, envs, strict=True)]
 
 
 def summary(outcomes: Sequence[Outcome]) -> str:
-    """One line: cases, agreement, and how many of them BFCL accepts."""
-    agree = sum(o.agree for o in outcomes)
-    accepted = sum(o.bfcl.passed for o in outcomes)
-    entries = len({(o.case.category, o.case.task_id) for o in outcomes})
-    categories = len({o.case.category for o in outcomes})
-    return (f"bfcl fidelity: {len(outcomes)} cases ({entries} entries, {categories} "
-            f"categories): {agree} agree, {len(outcomes) - agree} differ; BFCL accepts "
-            f"{accepted}, rejects {len(outcomes) - accepted}")
+    """One line: cases, categories, agreement, successes on each side."""
+    return summary_line(FAMILY, [o.comparison for o in outcomes])
 
 
 def table(outcomes: Sequence[Outcome]) -> str:
-    """Markdown table per category: cases, agreeing, BFCL accepts / rejects."""
-    rows = ["| category | cases | agree | BFCL accepts | BFCL rejects |", "|---|---|---|---|---|"]
-    by: dict[str, list[Outcome]] = {}
-    for o in outcomes:
-        by.setdefault(o.case.category, []).append(o)
-    for name in [c for c in data.CATEGORIES if c in by]:
-        group = by[name]
-        ok = sum(o.bfcl.passed for o in group)
-        rows.append(f"| {name} | {len(group)} | {sum(o.agree for o in group)} | {ok} | "
-                    f"{len(group) - ok} |")
-    return "\n".join(rows)
+    """Markdown table per category: cases, agreeing, BFCL's and the env's successes."""
+    return fidelity_table(summarize([o.comparison for o in outcomes]))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -69,8 +69,9 @@ def test_a_difference_is_reported():
     changed = fidelity.Trace(bfcl.views[:0] + (fidelity.View((("user", "other"),),
                                                              bfcl.views[0].tools),),
                              bfcl.replies, not bfcl.passed, "some_error")
-    found = fidelity.differences(bfcl, changed)
-    assert any("BFCL showed" in d for d in found) and any("accepts" in d for d in found)
+    found = fidelity.outcome(case, bfcl, changed).differences
+    assert any("step 0 observation" in d for d in found)
+    assert any("success" in d for d in found) and any("step 1 reward" in d for d in found)
 
 
 @pytest.mark.sweep
