@@ -25,12 +25,10 @@ import argparse
 import asyncio
 import os
 import random
-import string
 import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable
 from typing import Any
 
 import agentgym
@@ -38,6 +36,7 @@ from agentgym import Message
 from agentgym.envs.babyai import ACTIONS, LEVELS
 from agentgym.envs.reasoning_gym import CURATED
 from agentgym.envs.textarena import EXPERTS, GAMES
+from agentgym.envs.textarena.fidelity import RANDOM_MOVES
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from results import machine_note  # noqa: E402
@@ -46,21 +45,9 @@ PROBES = {"babyai": "babyai/GoToLocal-v0", "textarena": "textarena/FrozenLake-v0
           "reasoning-gym": "reasoning-gym/ChainSum-v0"}
 """The env each family's speed and memory are measured on."""
 
-_DIRS = ("up", "down", "left", "right")
-TEXTARENA_RANDOM: dict[str, Callable[[random.Random], str]] = {
-    "FrozenLake": lambda r: f"[{r.choice(_DIRS)}]",
-    "Minesweeper": lambda r: f"[{r.randrange(8)} {r.randrange(8)}]",
-    "Sudoku": lambda r: f"[{r.randint(1, 9)} {r.randint(1, 9)} {r.randint(1, 9)}]",
-    "TowerOfHanoi": lambda r: "[{} {}]".format(*r.sample("ABC", 2)),
-    "GuessTheNumber": lambda r: f"[{r.randint(1, 20)}]",
-    "Crosswords": lambda r: f"[{r.randrange(10)} {r.randrange(10)} "
-                            f"{r.choice(string.ascii_lowercase)}]",
-    "Mastermind": lambda r: "[" + " ".join(map(str, r.sample(range(1, 7), 4))) + "]",
-    "Sokoban": lambda r: f"[{r.choice(_DIRS)}]",
-    "2048": lambda r: f"[{r.choice(_DIRS)}]",
-    "LightsOut": lambda r: f"[{r.randrange(5)} {r.randrange(5)}]",
-    "FifteenPuzzle": lambda r: f"[{r.choice(_DIRS)}]",
-}
+TEXTARENA_RANDOM = RANDOM_MOVES
+"""A uniformly random move in each TextArena game's own format (shared with the
+differential check, :mod:`agentgym.envs.textarena.fidelity`)."""
 
 
 def random_move(env: Any, rng: random.Random) -> Message:
