@@ -174,7 +174,12 @@ def _gold_single(task: BFCLTask) -> list[Call]:
 
 
 def _placeholder_call(task: BFCLTask) -> Call:
-    """A call of the entry's first function with its required parameters filled in."""
+    """A call of the entry's first function with its required parameters filled in.
+
+    A made-up function for the entries that offer none.
+    """
+    if not task.entry["function"]:
+        return UNKNOWN
     doc = task.entry["function"][0]
     props = doc["parameters"].get("properties", {})
     kinds = {"integer": 1, "float": 1.0, "number": 1.0, "boolean": True, "array": [],
