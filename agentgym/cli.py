@@ -18,6 +18,7 @@ from rich.table import Table
 
 import agentgym
 from agentgym.errors import AgentGymError, ConfigError, SchemaError
+from agentgym.evaluation.inputs import check_device, check_output_file, check_policy_spec
 from agentgym.files import same_file
 from agentgym.policies.limits import REMOTE_STEP_TIMEOUT, default_timeouts
 
@@ -165,12 +166,14 @@ def rollout(
     from agentgym.rollout import RolloutConfig, run_groups
 
     kwargs = _kwargs(kw)
-    if group_size < 1 or episodes < group_size or episodes % group_size:
-        raise typer.BadParameter(
-            f"--episodes ({episodes}) must be a positive multiple of --group-size ({group_size})",
-            param_hint="--episodes")
+    _check_rollout_options(episodes=episodes, group_size=group_size, seed=seed,
+                           concurrency=concurrency, history_length=history_length,
+                           step_timeout=step_timeout, out=out)
     # Fail fast on a bad id, kwargs or policy, before loading a model or starting episodes.
     probe = agentgym.make(env_id, **kwargs)
+    check_policy_spec(policy)
+    if policy in ("smollm2", "embedded") or policy.startswith(("hf:", "vllm:")):
+        check_device(device, "--device")  # in-process models only; servers ignore it
     sampling = SamplingParams(temperature=temperature, max_tokens=max_tokens, seed=sampling_seed)
     ctx = ContextConfig(mode=context, history_length=history_length,  # type: ignore[arg-type]
                         summarize=SummarizeConfig(working_tokens=working_tokens,
@@ -215,6 +218,30 @@ def rollout(
     except KeyboardInterrupt:
         exit_interrupted(err, f"{written} finished episodes are in {out}")
     _summary(trajs, out)
+
+
+def _check_rollout_options(*, episodes: int, group_size: int, seed: int, concurrency: int,
+                           history_length: int, step_timeout: float | None, out: Path) -> None:
+    """Refuse rollout options that are mistakes, before any env or model is made."""
+    from agentgym.evaluation.suites import MAX_EPISODES_PER_ENTRY, MAX_SEED
+
+    if group_size < 1 or episodes < group_size or episodes % group_size:
+        raise ConfigError(f"--episodes ({episodes}) must be a positive multiple of "
+                          f"--group-size ({group_size})")
+    if episodes > MAX_EPISODES_PER_ENTRY:  # the finished episodes are held in memory
+        raise ConfigError(f"--episodes {episodes:,} is more than one rollout holds "
+                          f"({MAX_EPISODES_PER_ENTRY:,}); split the work over several "
+                          "rollouts with different --seed")
+    if not 0 <= seed < MAX_SEED:
+        raise ConfigError(f"--seed (the first task seed) must be in [0, 2**63), got {seed}")
+    if concurrency < 1:
+        raise ConfigError(f"--concurrency (episodes in flight) must be >= 1, got {concurrency}")
+    if history_length < 1:
+        raise ConfigError(f"--history-length must be >= 1, got {history_length}")
+    if step_timeout is not None and not 0 < step_timeout < float("inf"):
+        raise ConfigError(f"--step-timeout must be a number of seconds > 0, got "
+                          f"{step_timeout}; leave it out for the default")
+    check_output_file(out, "--out")
 
 
 @app.command()
@@ -357,7 +384,8 @@ def _run_showing_held_out(run_dir: str | Path, job: Callable[[Any], Path]) -> Pa
 @app.command()
 def train(
     config: Annotated[Path | None, typer.Argument(
-        help="Training config YAML (see examples/); omitted = all defaults.")] = None,
+        help="Training config YAML (see examples/); omitted = all defaults. An empty file "
+             "is refused (usually one not saved yet or cut short).")] = None,
     overrides: Annotated[list[str] | None, typer.Argument(
         help="Dotted overrides, e.g. optim.lr=3e-6 rollout.group_size=8.")] = None,
     resume: Annotated[bool, typer.Option(help="Continue from the run's latest checkpoint.")

@@ -10,6 +10,12 @@ A checkpoint is a folder ``<run_dir>/checkpoints/step-<N>/`` holding:
 
 It is written to a temporary folder and renamed into place, so a run killed mid-save leaves
 the previous checkpoint intact; ``latest()`` finds the newest complete one.
+
+Reading one checks it first (:func:`read_state`, :func:`check_checkpoint`): a damaged
+``state.json`` or a ``model.safetensors`` cut short is a :class:`ConfigError` naming the file,
+never a traceback from deep in a loader. A run folder is recognised by the first line of its
+``config.yaml`` (:data:`agentgym.trainers.config.CONFIG_HEADER`), and :func:`check_run_dir`
+refuses a folder holding files a run did not write.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from __future__ import annotations
 import json
 import random
 import shutil
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,8 +33,11 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from agentgym.errors import ConfigError
+from agentgym.evaluation.inputs import check_output_dir, check_safetensors
+from agentgym.trainers.config import CONFIG_HEADER
 
 MARKER = "state.json"  # written last: a folder without it is incomplete
+WEIGHTS = "model.safetensors"
 
 
 @dataclass(frozen=True)
@@ -65,7 +75,7 @@ def save(run_dir: Path, state: TrainState, model: torch.nn.Module,
     tmp = root / f".tmp-step-{state.step:06d}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    save_file(trainable_state(model), tmp / "model.safetensors")
+    save_file(trainable_state(model), tmp / WEIGHTS)
     if optimizer is not None:
         torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
     torch.save({"python": random.getstate(), "numpy": np.random.get_state(),
@@ -73,7 +83,7 @@ def save(run_dir: Path, state: TrainState, model: torch.nn.Module,
     (tmp / MARKER).write_text(json.dumps({"step": state.step, "next_seed": state.next_seed}))
     shutil.rmtree(final, ignore_errors=True)
     tmp.rename(final)
-    for old in sorted(p for p in root.glob("step-*") if (p / MARKER).exists())[:-keep]:
+    for old in complete(Path(run_dir))[:-keep]:
         shutil.rmtree(old, ignore_errors=True)
     return final
 
@@ -105,10 +115,15 @@ class Checkpointer:
                     keep=self.keep)
 
 
+def complete(run_dir: Path) -> list[Path]:
+    """The run's complete checkpoint folders (``step-N`` holding ``state.json``), oldest first."""
+    return sorted(p for p in (Path(run_dir) / "checkpoints").glob("step-*")
+                  if p.name.removeprefix("step-").isdigit() and (p / MARKER).is_file())
+
+
 def latest(run_dir: Path) -> Path | None:
     """The newest complete checkpoint folder, or None."""
-    done = sorted(p for p in (Path(run_dir) / "checkpoints").glob("step-*")
-                  if (p / MARKER).exists())
+    done = complete(run_dir)
     return done[-1] if done else None
 
 
@@ -121,6 +136,7 @@ def resume_point(run_dir: Path, resume: bool) -> Path | None:
         ConfigError: ``run_dir`` holds checkpoints but ``resume`` is off (they would be
             overwritten), ``resume`` finds none, or the latest cannot resume exactly.
     """
+    check_run_dir(run_dir)
     last = latest(run_dir)
     if last is not None and not resume:
         raise ConfigError(f"{run_dir} already holds checkpoints; pass --resume to continue the "
@@ -128,8 +144,93 @@ def resume_point(run_dir: Path, resume: bool) -> Path | None:
     if resume and last is None:
         raise ConfigError(f"--resume: no checkpoint in {run_dir}; start the run without --resume")
     if last is not None:
+        check_checkpoint(last)
         check_resumable(last)
     return last
+
+
+def check_run_dir(run_dir: Path) -> None:
+    """Refuse a ``run_dir`` that a run cannot use without overwriting what it did not write.
+
+    A run writes ``config.yaml`` (its first line :data:`CONFIG_HEADER`), ``metrics.jsonl``
+    and ``checkpoints/`` there. A folder whose ``config.yaml`` lacks that line and has no
+    run's files beside it (runs before the header had checkpoints or metrics), or that holds
+    a ``metrics.jsonl`` without any ``config.yaml``, is someone else's.
+
+    Raises:
+        ConfigError: ``run_dir`` is a file, lies under one, is not writable, or holds
+            files that are not a run's.
+    """
+    check_output_dir(run_dir, "run_dir")
+    config, metrics = Path(run_dir) / "config.yaml", Path(run_dir) / "metrics.jsonl"
+    if config.exists():
+        if not config.is_file():
+            raise ConfigError(f"run_dir {str(run_dir)!r} holds a folder named config.yaml, "
+                              "where a run writes its config; set run_dir to a new folder")
+        with config.open("rb") as f:
+            own = f.readline().rstrip(b"\r\n") == CONFIG_HEADER.encode()
+        if not own and not (metrics.is_file() or (Path(run_dir) / "checkpoints").is_dir()):
+            raise ConfigError(
+                f"run_dir {str(run_dir)!r} holds a config.yaml that no agentgym run wrote; a "
+                "run writes its resolved config there and would replace that file. Set "
+                "run_dir to a new folder, or keep your config outside the run folder")
+    elif metrics.exists():
+        raise ConfigError(f"run_dir {str(run_dir)!r} holds a metrics.jsonl but no config.yaml: "
+                          "it is not an agentgym run, and a run would append to that file. "
+                          "Set run_dir to a new folder")
+
+
+def read_state(path: Path) -> TrainState:
+    """Where a checkpoint's run stood: its ``state.json``, checked.
+
+    Raises:
+        ConfigError: The file is missing, not JSON, or lacks an integer ``step`` >= 1 or
+            ``next_seed`` >= 0, naming the file.
+    """
+    file = Path(path) / MARKER
+    damaged = (f"{file} is damaged ({{}}); expected a JSON object with integer step and "
+               "next_seed, as a checkpoint writes it: ")
+    fix = _earlier(Path(path))
+    try:
+        meta = json.loads(file.read_bytes())
+    except FileNotFoundError:
+        raise ConfigError(f"{file} is missing: {path} is not a complete checkpoint; "
+                          + fix) from None
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise ConfigError(damaged.format("not JSON: cut short?") + fix) from None
+    if not isinstance(meta, dict):
+        raise ConfigError(damaged.format(f"a {type(meta).__name__}, not an object") + fix)
+    step, seed = meta.get("step"), meta.get("next_seed")
+    if type(step) is not int or step < 1:
+        raise ConfigError(damaged.format(f"step is {step!r}") + fix)
+    if type(seed) is not int or seed < 0:
+        raise ConfigError(damaged.format(f"next_seed is {seed!r}") + fix)
+    return TrainState(step=step, next_seed=seed)
+
+
+def _earlier(path: Path) -> str:
+    """The fix for a damaged checkpoint: the run's other complete checkpoints."""
+    others = [p.name for p in complete(path.parent.parent) if p != path]
+    if others:
+        return (f"use another checkpoint of the run ({', '.join(others)}), or delete "
+                f"{path.name} so that the run goes on from the one before")
+    return "the run has no other checkpoint: train it again"
+
+
+def check_checkpoint(path: Path) -> TrainState:
+    """A checkpoint's state, after checking its state and weights files are whole.
+
+    Raises:
+        ConfigError: A damaged ``state.json`` or ``model.safetensors`` (named).
+    """
+    state = read_state(path)
+    check_safetensors(Path(path) / WEIGHTS, fix=_earlier(Path(path)))
+    for name in ("optimizer.pt", "rng.pt"):  # torch.save's zip: a cut-short copy has no index
+        file = Path(path) / name
+        if file.exists() and not zipfile.is_zipfile(file):
+            raise ConfigError(f"{file} is damaged (not a whole torch.save archive: cut short?); "
+                              f"{_earlier(Path(path))}")
+    return state
 
 
 def check_resumable(path: Path) -> None:
@@ -152,7 +253,8 @@ def load_weights(path: Path, model: torch.nn.Module) -> None:
         ValueError: The checkpoint's parameter names are not the model's trainable ones
             (another model, or other LoRA settings).
     """
-    weights = load_file(Path(path) / "model.safetensors")
+    check_safetensors(Path(path) / WEIGHTS, fix=_earlier(Path(path)))
+    weights = load_file(Path(path) / WEIGHTS)
     params = dict(model.named_parameters())
     missing = sorted(set(weights) ^ {n for n, p in params.items() if p.requires_grad})
     if missing:
@@ -171,6 +273,7 @@ def load(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -
         ConfigError: The checkpoint holds no optimizer state (:func:`check_resumable`).
     """
     path = Path(path)
+    state = check_checkpoint(path)
     check_resumable(path)
     load_weights(path, model)
     optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=False))
@@ -178,5 +281,4 @@ def load(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -
     random.setstate(rng["python"])
     np.random.set_state(rng["numpy"])
     torch.set_rng_state(rng["torch"])
-    meta = json.loads((path / MARKER).read_text())
-    return TrainState(step=int(meta["step"]), next_seed=int(meta["next_seed"]))
+    return state

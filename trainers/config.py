@@ -4,7 +4,12 @@ The YAML file maps 1:1 onto :class:`TrainConfig` (sections are nested mappings, 
 field). Overrides on the command line use dotted paths: ``optim.lr=3e-6``,
 ``rollout.group_size=8``. Unknown keys and wrongly typed values raise
 :class:`~agentgym.errors.ConfigError` naming the field, what was expected and the closest
-valid key. The resolved config is written to ``<run_dir>/config.yaml``.
+valid key. Every number is finite and every count within what the machine holds, checked
+at load (``config_parse.py`` and each section's ``__post_init__``). A config file that is
+empty is refused, not read as "every default" (:func:`read_config_file`): leaving the
+file out is how to ask for the defaults. The resolved config is written to
+``<run_dir>/config.yaml`` under :data:`CONFIG_HEADER`, which marks the folder as a run's;
+a ``run_dir`` holding a ``config.yaml`` no run wrote is refused rather than overwritten.
 
 This module holds the run itself and the checks across its sections; the sections live in
 ``config_rollout.py`` (env, envs mix, model, collection), ``config_update.py`` (algorithm,
@@ -15,6 +20,7 @@ every name from here.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +30,7 @@ import yaml
 
 from agentgym.engines.config import RayConfig
 from agentgym.errors import ConfigError
-from agentgym.files import atomic_write
+from agentgym.files import atomic_write, yaml_error_message
 from agentgym.parsing import FORMATS
 from agentgym.trainers.config_parse import apply_overrides, from_dict, to_dict
 from agentgym.trainers.config_rollout import (
@@ -41,6 +47,7 @@ from agentgym.trainers.config_run import (
     SuiteEvalConfig,
 )
 from agentgym.trainers.config_update import (
+    MAX_LR,
     AlgorithmConfig,
     LossConfig,
     OptimConfig,
@@ -49,10 +56,11 @@ from agentgym.trainers.config_update import (
 )
 
 __all__ = [
-    "AlgorithmConfig", "AsyncConfig", "CollectionConfig", "DistributedConfig", "EnvConfig",
-    "EnvMixEntry", "LoggingConfig", "LoraConfig", "LossConfig", "ModelConfig", "OptimConfig",
-    "ProgressConfig", "SuiteEvalConfig", "TrainConfig", "ValueConfig", "apply_overrides",
-    "from_dict", "load_config", "save_config", "to_dict",
+    "CONFIG_HEADER", "MAX_LR", "AlgorithmConfig", "AsyncConfig", "CollectionConfig",
+    "DistributedConfig", "EnvConfig", "EnvMixEntry", "LoggingConfig", "LoraConfig", "LossConfig",
+    "ModelConfig", "OptimConfig", "ProgressConfig", "SuiteEvalConfig", "TrainConfig",
+    "ValueConfig", "apply_overrides", "from_dict", "load_config", "read_config_file",
+    "save_config", "to_dict",
 ]
 
 
@@ -110,16 +118,17 @@ class TrainConfig:
 
         info = estimator_info(self.algorithm.estimator)  # unknown names: did-you-mean now
         checks = [
+            (0 <= self.seed < 2**32, f"seed must be in [0, 2**32) (numpy's seed range), got "
+             f"{self.seed}"),
             (self.steps >= 1, "steps must be >= 1"),
+            (self.eval_every >= 0, f"eval_every must be >= 0 (0 = only before and after), got "
+             f"{self.eval_every}"),
             (self.save_every >= 1, f"save_every must be >= 1 (steps between checkpoints), got "
              f"{self.save_every}; the last step is always saved, so set save_every to steps "
              "to keep one checkpoint"),
             (self.rollout.group_size >= 2 or not info.group_baseline,
              f"rollout.group_size must be >= 2 for a group baseline, got "
              f"{self.rollout.group_size}; set rollout.group_size=4"),
-            (self.rollout.tasks_per_step >= 1, "rollout.tasks_per_step must be >= 1"),
-            (self.optim.lr > 0, f"optim.lr must be > 0, got {self.optim.lr}"),
-            (self.optim.mini_batches >= 1, "optim.mini_batches must be >= 1"),
             (0 <= self.algorithm.max_error_rate <= 1, "algorithm.max_error_rate must be in [0, 1]"),
             (self.rollout.top_p == 1.0 or self.loss.recompute_logprobs,
              "rollout.top_p < 1 changes the sampling distribution that the recorded log-probs do "
@@ -134,6 +143,10 @@ class TrainConfig:
         if self.envs:
             from agentgym.trainers.mixture import check_mix
 
+            total = sum(e.weight for e in self.envs)
+            if not math.isfinite(total):
+                raise ConfigError(f"the envs weights sum to {total} (past a float's range); "
+                                  "weights are shares: scale them down, e.g. to 1 and 2")
             check_mix(self, info.needs)
         self._check_off_policy(info.level)
         k = self.algorithm.options.get("history_length")
@@ -180,16 +193,52 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
     """The config in a YAML file (or the defaults) with dotted overrides applied."""
     data: dict[str, Any] = {}
     if path is not None:
-        path = Path(path)
-        if not path.exists():
-            raise ConfigError(f"no config file at {str(path)!r}; see examples/*.yaml")
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        data = read_config_file(path, "examples/*.yaml", "or run `agentgym train` with no "
+                                "CONFIG to use every default")
     return from_dict(TrainConfig, apply_overrides(data, overrides))
 
 
-def save_config(config: TrainConfig, path: str | Path) -> None:
-    """Write the resolved config as YAML, atomically; a file that already says it is kept."""
-    text = yaml.safe_dump(to_dict(config), sort_keys=False)
+def read_config_file(path: str | Path, examples: str, empty_hint: str) -> dict[str, Any]:
+    """The mapping of sections in a config YAML file.
+
+    An empty file (or one of only comments) is refused rather than read as "every default":
+    it is far more often a file not yet saved, truncated, or the wrong one, and a run on the
+    defaults writes into ``runs/`` for minutes. The defaults stay one explicit step away:
+    leave the CONFIG argument out.
+
+    Raises:
+        ConfigError: No file, an empty file, or a file not holding a mapping.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"no config file at {str(path)!r}; see {examples}")
+    if path.is_dir():
+        raise ConfigError(f"{str(path)!r} is a folder; expected a config YAML file "
+                          f"(see {examples})")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ConfigError(yaml_error_message(exc, path)) from None
+    if data is None:
+        raise ConfigError(f"config file {str(path)!r} is empty; write the sections to change "
+                          f"(see {examples}), {empty_hint}")
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {str(path)!r} must hold a mapping of sections (env:, "
+                          f"model:, ...), got a {type(data).__name__}; see {examples}")
+    return data
+
+
+CONFIG_HEADER = "# agentgym run config: written by the run itself (edit a copy, not this file)"
+"""First line of a run's ``config.yaml``: how a run folder is told from any other folder
+(``agentgym.trainers.checkpoint.check_run_dir``), so that no run replaces a user's file."""
+
+
+def save_config(config: Any, path: str | Path) -> None:
+    """Write a resolved config (train's or sft's) as YAML under :data:`CONFIG_HEADER`.
+
+    Atomic; a file that already says it is kept byte for byte.
+    """
+    text = CONFIG_HEADER + "\n" + yaml.safe_dump(to_dict(config), sort_keys=False)
     path = Path(path)
     if path.is_file() and path.read_text(encoding="utf-8") == text:
         return  # e.g. `train RUN/config.yaml --resume`: the input stays byte for byte

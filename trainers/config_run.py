@@ -31,6 +31,9 @@ class SuiteEvalConfig:
     def __post_init__(self) -> None:
         if self.tasks is not None and self.tasks < 1:
             raise ConfigError(f"eval.tasks must be >= 1 or null, got {self.tasks}")
+        if self.max_tokens is not None and self.max_tokens < 1:
+            raise ConfigError(f"eval.max_tokens must be >= 1 or null (rollout.max_tokens), got "
+                              f"{self.max_tokens}")
         if self.suite is not None:  # an unknown suite fails now (did-you-mean), not mid-run
             from agentgym.evaluation.suites import get_suite
 

@@ -23,14 +23,16 @@ import json
 import os
 import shutil
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
 from agentgym.errors import ConfigError
+from agentgym.evaluation.inputs import check_output_dir
 from agentgym.trainers import checkpoint
-from agentgym.trainers.config import ModelConfig, from_dict, load_config
+from agentgym.trainers.config import ModelConfig, from_dict, load_config, read_config_file
 from agentgym.trainers.models import is_checkpoint, load_trained_model
+from agentgym.trainers.preflight import check_model
 
 MARKER = "agentgym-export.json"
 
@@ -60,8 +62,7 @@ def find_checkpoint(run_dir: Path, step: int | None = None) -> Path:
     Raises:
         ConfigError: The run has no complete checkpoint, or none of that step.
     """
-    done = sorted(p for p in (Path(run_dir) / "checkpoints").glob("step-*")
-                  if (p / checkpoint.MARKER).is_file())
+    done = checkpoint.complete(Path(run_dir))
     if not done:
         raise ConfigError(f"{run_dir} holds no complete checkpoint (checkpoints/step-N with "
                           "state.json); train longer or set save_every so that one is saved")
@@ -76,6 +77,7 @@ def find_checkpoint(run_dir: Path, step: int | None = None) -> Path:
 
 
 def _check_out(run_dir: Path, out: Path) -> None:
+    check_output_dir(out, "--out")  # no file in the way, a parent this user can write
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ConfigError(f"--out {str(out)!r} exists and is not an empty folder; export never "
                           "overwrites: pass a new folder")
@@ -116,13 +118,22 @@ def export_run(run_dir: str | os.PathLike[str], out: str | os.PathLike[str], *,
         raise ConfigError("--merge merges LoRA adapters, and this run trained every weight; "
                           "leave --merge out (the export is already a full model)")
     found = find_checkpoint(run_dir, step)
-    meta = json.loads((found / checkpoint.MARKER).read_text())
+    state = checkpoint.check_checkpoint(found)  # state.json and weights whole, before loading
     base_path = base or model_config.path
     if lora and not merge and is_checkpoint(base_path):
         raise ConfigError(
             f"the run's base model {base_path!r} is a checkpoint of another run, which an "
             "adapter folder cannot name as its base; pass --merge for a full model, or export "
             "that run first (agentgym export) and name its folder with --base")
+    try:
+        check_model(replace(model_config, path=base_path),
+                    "--base" if base else f"the run's base model (model.path of "
+                    f"{run_dir / 'config.yaml'})", device=False)
+    except ConfigError as exc:
+        if base:
+            raise
+        raise ConfigError(f"{exc}; if the run was trained elsewhere, pass the base model's "
+                          "folder here with --base PATH") from None
     model, tokenizer, base_dir = _load_base(base_path, model_config.dtype)
     if lora:
         from agentgym.trainers.lora import with_lora
@@ -137,7 +148,7 @@ def export_run(run_dir: str | os.PathLike[str], out: str | os.PathLike[str], *,
         model = model.merge_and_unload()
     elif lora:  # the adapter folder names its base by an absolute path (no hub here)
         model.peft_config["default"].base_model_name_or_path = str(base_dir)
-    result = Export(out, kind, int(meta["step"]), found, str(base_dir))
+    result = Export(out, kind, state.step, found, str(base_dir))
     _write(out, model, tokenizer, result, run_dir)
     return result
 
@@ -148,12 +159,15 @@ def _run_model(path: Path) -> ModelConfig:
     Both keep checkpoints of one format, so either exports alike; only the model section is
     read, so demonstrations moved since do not matter.
     """
-    import yaml
-
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    if isinstance(data, dict) and "data" in data:
-        return from_dict(ModelConfig, data.get("model") or {}, "model")
-    return load_config(path).model
+    data = read_config_file(path, "the run_dir of agentgym train or sft",
+                            "and pass the run_dir that `agentgym train` or `agentgym sft` wrote")
+    try:
+        if "data" in data:
+            return from_dict(ModelConfig, data.get("model") or {}, "model")
+        return load_config(path).model
+    except ConfigError as exc:
+        raise ConfigError(f"{path} is not a run config agentgym can read ({exc}); pass the "
+                          "run_dir of `agentgym train` or `agentgym sft`") from None
 
 
 def _load_base(path: str, dtype: str) -> tuple[Any, Any, Path]:

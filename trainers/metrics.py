@@ -8,11 +8,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from agentgym.evaluation.metrics import read_metrics, succeeded
+from agentgym.evaluation.metrics import metrics_row, read_metrics, succeeded
+from agentgym.files import atomic_write
 from agentgym.types import Group, Trajectory
 
-__all__ = ["MetricsLog", "is_zero_variance", "read_metrics", "rollout_metrics", "succeeded",
-           "weighted_mean"]
+__all__ = ["MetricsLog", "is_zero_variance", "keep_logged_steps", "read_metrics",
+           "rollout_metrics", "succeeded", "weighted_mean"]
 
 
 def is_zero_variance(group: Group) -> bool:
@@ -52,14 +53,34 @@ def weighted_mean(stats: Iterable[tuple[Mapping[str, float | None], float]]) -> 
     return {k: totals[k] / weights[k] for k in totals if weights[k] > 0}
 
 
+def keep_logged_steps(path: Path, start_step: int) -> None:
+    """Cut ``metrics.jsonl`` back to the steps a run starting at ``start_step`` keeps.
+
+    A run resumed from checkpoint N repeats the steps after N: a crash after step N + 1 was
+    logged but before its checkpoint was complete (``kill -9`` mid-write) would otherwise
+    leave that step in the file twice. Resuming keeps the rows of steps 0..N; a start from
+    scratch (N = 0) keeps none, as the run logs its step 0 again. A row cut short by the
+    crash goes too. The file is rewritten atomically, and only when something goes.
+    """
+    if not path.is_file():
+        return
+    lines = path.read_bytes().splitlines()
+    kept = [line for line in lines if start_step > 0 and (row := metrics_row(line)) is not None
+            and row["step"] <= start_step]
+    if len(kept) != len(lines):
+        atomic_write(path, b"".join(line + b"\n" for line in kept))
+
+
 class MetricsLog:
     """One JSON object per step in ``metrics.jsonl``; optionally TensorBoard and W&B.
 
     W&B (``trainers/wandb_log.py``) gets the same scalars, plus sample trajectories.
     """
 
-    def __init__(self, run_dir: Path, tensorboard: bool = True, wandb: Any = None) -> None:
+    def __init__(self, run_dir: Path, tensorboard: bool = True, wandb: Any = None, *,
+                 start_step: int = 0) -> None:
         self.path = Path(run_dir) / "metrics.jsonl"
+        keep_logged_steps(self.path, start_step)
         self.wandb = wandb
         self.writer: Any = None
         if tensorboard:

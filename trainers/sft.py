@@ -39,11 +39,13 @@ from agentgym.trainers import checkpoint
 from agentgym.trainers.batching import Sample, micro_batches
 from agentgym.trainers.checkpoint import Checkpointer, TrainState
 from agentgym.trainers.config import save_config
+from agentgym.trainers.finite import check_update, check_weights
 from agentgym.trainers.loop import evaluate_held_out
 from agentgym.trainers.lora import with_lora
 from agentgym.trainers.loss import packed_token_logprobs, token_logprobs
 from agentgym.trainers.metrics import MetricsLog
 from agentgym.trainers.models import export_model, load_trained_model
+from agentgym.trainers.preflight import check_model
 from agentgym.trainers.sft_config import SFTConfig, SFTOptimConfig
 from agentgym.trainers.sft_data import demonstration_samples, load_demonstrations
 
@@ -109,8 +111,9 @@ def sft(config: SFTConfig, resume: bool = False, progress: Any = None) -> Path:
     run_dir = Path(config.run_dir)
     last = checkpoint.resume_point(run_dir, resume)  # checked before any model loads
     trajs, read = load_demonstrations(config.data)
+    check_model(config.model)  # a folder that is no model, a device torch lacks: now
     run_dir.mkdir(parents=True, exist_ok=True)
-    save_config(config, run_dir / "config.yaml")  # type: ignore[arg-type]  # any dataclass
+    save_config(config, run_dir / "config.yaml")
     random.seed(config.seed)
     np.random.seed(config.seed)
     torch.manual_seed(config.seed)
@@ -140,7 +143,7 @@ def sft(config: SFTConfig, resume: bool = False, progress: Any = None) -> Path:
         state = checkpoint.load(last, model, optimizer)
     policy = TransformersPolicy(model, tokenizer, max_batch_size=config.model.max_batch_size,
                                 seed=config.seed)
-    log = MetricsLog(run_dir, config.tensorboard)
+    log = MetricsLog(run_dir, config.tensorboard, start_step=state.step)
     log_data = {"data/trajectories_read": float(read), "data/trajectories": float(len(trajs)),
                 "data/samples": float(len(samples)),
                 "data/tokens": float(sum(s.num_completion_tokens for s in samples))}
@@ -180,7 +183,10 @@ async def _run(config: SFTConfig, model: Any, optimizer: torch.optim.Optimizer,
                                     pad_id=pad_id, device=policy.device,
                                     pack=config.optim.pack_prefixes)
             norm = float(torch.nn.utils.clip_grad_norm_(params, clip))
+            check_update(state.step + 1, loss, norm)  # NaN/inf: stop before the weights
             optimizer.step()
+            check_weights(state.step + 1, ((n, p) for n, p in model.named_parameters()
+                                           if p.requires_grad))
             model.eval()
             await policy.update_weights([])  # shared weights: a new version for generation
             state = TrainState(state.step + 1, 0)

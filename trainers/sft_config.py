@@ -11,18 +11,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import yaml
 
 from agentgym.errors import ConfigError
 from agentgym.trainers.config import (
+    MAX_LR,
     CollectionConfig,
     EnvConfig,
     ModelConfig,
     TrainConfig,
     apply_overrides,
     from_dict,
+    read_config_file,
 )
 
 
@@ -81,8 +80,13 @@ class SFTOptimConfig:
         for name in ("epochs", "batch_size", "max_tokens_per_micro_batch"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"optim.{name} must be >= 1, got {getattr(self, name)}")
-        if self.lr <= 0:
-            raise ConfigError(f"optim.lr must be > 0, got {self.lr}; try optim.lr=1e-4")
+        if not 0 < self.lr <= MAX_LR:
+            raise ConfigError(f"optim.lr must be in (0, {MAX_LR:g}], got {self.lr}; try "
+                              "optim.lr=1e-4")
+        if self.weight_decay < 0 or self.grad_clip < 0:
+            raise ConfigError(f"optim.weight_decay and optim.grad_clip must be >= 0 (grad_clip "
+                              f"0 disables clipping), got {self.weight_decay} and "
+                              f"{self.grad_clip}")
 
 
 @dataclass(frozen=True)
@@ -117,6 +121,9 @@ class SFTConfig:
     """The optimizer."""
 
     def __post_init__(self) -> None:
+        if not 0 <= self.seed < 2**32:
+            raise ConfigError(f"seed must be in [0, 2**32) (numpy's seed range), got "
+                              f"{self.seed}")
         if self.save_every < 1:
             raise ConfigError(f"save_every must be >= 1, got {self.save_every}")
         if self.eval_every < 0:
@@ -133,12 +140,8 @@ class SFTConfig:
 
 def load_sft_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> SFTConfig:
     """The SFT config in a YAML file with dotted overrides, env id and kwargs checked."""
-    path = Path(path)
-    if not path.exists():
-        raise ConfigError(f"no config file at {str(path)!r}; see examples/sft_sokoban.yaml")
-    data: dict[str, Any] = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path} must hold a mapping of sections, got {type(data).__name__}")
+    data = read_config_file(path, "examples/sft_sokoban.yaml",
+                            "at least data.paths (the demonstrations)")
     config: SFTConfig = from_dict(SFTConfig, apply_overrides(data, overrides))
     import agentgym
 

@@ -49,9 +49,15 @@ def load_demonstrations(config: SFTDataConfig) -> tuple[list[Trajectory], int]:
     """
     read, kept = 0, []
     for path in config.paths:
-        for traj in read_trajectories(path):
+        for number, traj in enumerate(read_trajectories(path), 1):
             read += 1
             if keep(traj, config):
+                bad = lone_surrogate(traj.to_dict())
+                if bad is not None:  # no tokenizer encodes it: say where, before loading one
+                    raise ConfigError(
+                        f"{path}: trajectory {number} ({traj.id}) holds a lone surrogate "
+                        f"(\\u{ord(bad[1]):04x}, half of a UTF-16 pair) in {bad[0]}; it is no "
+                        "text a tokenizer can encode. Fix or drop that trajectory")
                 kept.append(traj)
     kept = kept[:config.max_trajectories]
     if not kept:
@@ -60,6 +66,29 @@ def load_demonstrations(config: SFTDataConfig) -> tuple[list[Trajectory], int]:
             f"(success_only={config.success_only}, min_reward={config.min_reward}, errors "
             "dropped); record more episodes or loosen data.success_only / data.min_reward")
     return kept, read
+
+
+def lone_surrogate(value: Any, path: str = "") -> tuple[str, str] | None:
+    """``(where, character)`` of the first lone surrogate in a JSON-like value, or None.
+
+    A JSON escape of half a UTF-16 pair decodes to such a character, which is no Unicode
+    text: tokenizers cannot encode it.
+    """
+    if isinstance(value, str):
+        for char in value:
+            if "\ud800" <= char <= "\udfff":
+                return path or "a string", char
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            found = lone_surrogate(item, f"{path}.{key}" if path else str(key))
+            if found is not None:
+                return found
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            found = lone_surrogate(item, f"{path}[{i}]")
+            if found is not None:
+                return found
+    return None
 
 
 def action_completion(tokenizer: Any, messages: Sequence[Message], tools: Sequence[ToolSpec],

@@ -53,7 +53,9 @@ def eval_command(
     list_: Annotated[bool, typer.Option("--list", help="List the suites and exit.")] = False,
 ) -> None:
     """Evaluate a policy on a suite: metrics per env, pass@k, report with plots; resumable."""
+    from agentgym.errors import ConfigError
     from agentgym.evaluation import report
+    from agentgym.evaluation.inputs import check_output_dir, check_policy_spec
     from agentgym.evaluation.runner import EvalConfig, evaluate
     from agentgym.evaluation.suites import get_suite, suite_names
 
@@ -67,13 +69,22 @@ def eval_command(
         raise typer.BadParameter("pass --suite NAME (agentgym eval --list shows them)",
                                  param_hint="--suite")
     base = out or Path("runs/eval") / _safe(f"{Path(suite or 'run').stem}-{'+'.join(policy or [])}")
+    check_output_dir(base, "--out")
+    if train_run is not None:
+        if not (train_run / "metrics.jsonl").is_file():
+            raise ConfigError(f"--train-run {str(train_run)!r} holds no metrics.jsonl; pass the "
+                              "run_dir of `agentgym train`")
+        report.run_curve(train_run)  # a damaged file or no evaluation: before any eval runs
+    configs = [EvalConfig(suite=str(suite), policy=spec, k=k, seed=seed, tasks=tasks,
+                          temperature=temperature, max_tokens=max_tokens,
+                          concurrency=concurrency, model=model, step_timeout=step_timeout,
+                          max_turns=max_turns, retries=retries, rerun_errors=rerun_errors)
+               for spec in policy or []]
+    for config in configs:  # every spec checked before the first one runs
+        check_policy_spec(config.policy)
     runs: list[tuple[float, dict[str, Any]]] = []
-    for i, spec in enumerate(policy or []):
+    for i, (spec, config) in enumerate(zip(policy or [], configs, strict=True)):
         folder = base if len(policy or []) == 1 else base / f"{i:02d}-{_safe(spec)}"
-        config = EvalConfig(suite=str(suite), policy=spec, k=k, seed=seed, tasks=tasks,
-                            temperature=temperature, max_tokens=max_tokens,
-                            concurrency=concurrency, model=model, step_timeout=step_timeout,
-                            max_turns=max_turns, retries=retries, rerun_errors=rerun_errors)
         from agentgym.phases import Phases, exit_interrupted
 
         try:
@@ -139,9 +150,9 @@ def compare_command(
 
     a, rewards_a = load_run(run_a)
     b, rewards_b = load_run(run_b)
+    rows = compare(a, b, rewards_a, rewards_b)  # runs with no entry in common: refused
     for note in warnings_for(a, b):
         err.print(f"[yellow]warning:[/yellow] {note}", highlight=False)
-    rows = compare(a, b, rewards_a, rewards_b)
     table = Table(title=f"A = {run_a} ({a.get('policy')})   B = {run_b} ({b.get('policy')})",
                   caption="95% intervals: Newcombe hybrid score (success), percentile bootstrap "
                           "(reward); * excludes 0")

@@ -16,16 +16,17 @@ somewhat narrow when a suite has several rollouts per task).
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agentgym.errors import ConfigError, SchemaError
 from agentgym.evaluation.metrics import entry_of
 from agentgym.evaluation.report import wilson
 from agentgym.evaluation.results import RESULTS_FILE, load_results
+from agentgym.jsonl import loads_strict
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,7 @@ def load_run(path: str | Path) -> tuple[dict[str, Any], dict[str, list[float]]]:
     if not file.exists():
         raise FileNotFoundError(f"no results.json at {str(file)!r}; pass an `agentgym eval` "
                                 "output folder")
-    results = json.loads(file.read_text(encoding="utf-8"))
+    results = read_results_json(file)
     rewards: dict[str, list[float]] = {}
     for traj in load_results(file.parent / RESULTS_FILE).trajectories:
         if traj.scorable:
@@ -89,12 +90,55 @@ def load_run(path: str | Path) -> tuple[dict[str, Any], dict[str, list[float]]]:
     return results, rewards
 
 
+def read_results_json(file: Path) -> dict[str, Any]:
+    """An eval's ``results.json``, checked to hold what :func:`compare` reads.
+
+    Raises:
+        SchemaError: Not JSON (cut short?), or not an eval's results: naming the file, the
+            entry and the field.
+    """
+    expected = "expected the results.json that `agentgym eval` writes"
+    try:
+        results = loads_strict(file.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError:
+        raise SchemaError(f"{file}: not UTF-8 text; {expected}") from None
+    except SchemaError as exc:
+        raise SchemaError(f"{file}: {exc} (cut short?); {expected}") from None
+    metrics = results.get("metrics") if isinstance(results, dict) else None
+    if not isinstance(metrics, dict) or not metrics:
+        raise SchemaError(f"{file} holds no `metrics` mapping of entries; {expected}")
+    for name, m in metrics.items():
+        counts = {k: m.get(k) for k in ("episodes", "errors", "successes")} \
+            if isinstance(m, dict) else {}
+        if not counts or any(type(v) is not int or v < 0 for v in counts.values()) \
+                or counts["errors"] + counts["successes"] > counts["episodes"]:
+            raise SchemaError(f"{file}: entry {name!r} needs whole counts episodes >= errors + "
+                              f"successes >= 0, got {counts or m!r}; {expected}")
+        for key in ("success_rate", "mean_reward"):
+            if m.get(key) is not None and type(m.get(key)) not in (int, float):
+                raise SchemaError(f"{file}: entry {name!r}: {key} must be a number or null, "
+                                  f"got {m.get(key)!r}; {expected}")
+    return results
+
+
 def compare(a: Mapping[str, Any], b: Mapping[str, Any], rewards_a: Mapping[str, list[float]],
             rewards_b: Mapping[str, list[float]]) -> dict[str, dict[str, Difference]]:
-    """Per entry present in both runs: success and mean-reward differences."""
+    """Per entry present in both runs: success and mean-reward differences.
+
+    ``overall`` is compared only when both runs hold the same entries: over different
+    entries it would set different tasks against each other.
+
+    Raises:
+        ConfigError: The runs share no entry (nothing can be compared).
+    """
     out: dict[str, dict[str, Difference]] = {}
     ma, mb = a["metrics"], b["metrics"]
-    for name in [n for n in mb if n in ma]:
+    ea, eb = set(ma) - {"overall"}, set(mb) - {"overall"}
+    if not ea & eb:
+        raise ConfigError(f"the two evals share no entry (A: {sorted(ea)}, B: {sorted(eb)}), "
+                          "so nothing can be compared; compare evals of the same suite")
+    names = [n for n in mb if n in ma and (n != "overall" or ea == eb)]
+    for name in names:
         x, y = ma[name], mb[name]
         na, nb = x["episodes"] - x["errors"], y["episodes"] - y["errors"]
         if na and nb:
@@ -119,12 +163,20 @@ def warnings_for(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
     notes = []
     if a.get("suite_tag") != b.get("suite_tag"):
         notes.append(f"different suites: {a.get('suite_tag')} vs {b.get('suite_tag')}")
-    ea = {e["name"]: e for e in a.get("suite", {}).get("entries", [])}
-    eb = {e["name"]: e for e in b.get("suite", {}).get("entries", [])}
+    ea, eb = _suite_entries(a), _suite_entries(b)
     for name in sorted(set(ea) & set(eb)):
         if ea[name] != eb[name]:
             notes.append(f"entry {name!r} differs (tasks, seeds, rollouts or kwargs)")
     only = sorted(set(a["metrics"]) ^ set(b["metrics"]))
     if only:
-        notes.append(f"entries in only one run (not compared): {only}")
+        notes.append(f"entries in only one run (not compared): {only}; no overall row, "
+                     "as the runs' totals cover different entries")
     return notes
+
+
+def _suite_entries(results: Mapping[str, Any]) -> dict[str, Any]:
+    """The suite entries a ``results.json`` lists, by name (none if it lists none)."""
+    suite = results.get("suite")
+    entries = suite.get("entries") if isinstance(suite, dict) else None
+    return {e["name"]: e for e in entries if isinstance(e, dict) and "name" in e} \
+        if isinstance(entries, list) else {}

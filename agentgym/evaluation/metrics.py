@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from agentgym.errors import SchemaError
 from agentgym.evaluation.passk import mean_avg_at_k, mean_pass_at_k
 from agentgym.types import Trajectory
 
@@ -136,7 +137,37 @@ def read_metrics(run_dir: str | Path) -> list[dict[str, float]]:
     """Every logged step of a training run (its ``metrics.jsonl``), in order.
 
     The file is written by the trainer's metrics log; reading it lives here so that reports
-    and the CLI can plot a run without importing the trainer.
+    and the CLI can plot a run without importing the trainer. A last line cut short (the run
+    was killed while writing it) is left out; the next start of the run drops it too.
+
+    Raises:
+        SchemaError: A line before the last is not a JSON object with an integer ``step``
+            (the file is damaged or not a run's), naming the file and the line.
     """
     path = Path(run_dir) / "metrics.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    raw = path.read_bytes()
+    lines = raw.split(b"\n")
+    rows = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        row = metrics_row(line)
+        if row is None:
+            if number == len(lines):  # no newline after it: cut short by a crash
+                break
+            raise SchemaError(f"{path}:{number}: not a metrics row (expected a JSON object "
+                              "with an integer step, as agentgym train writes); the file is "
+                              "damaged or not a training run's")
+        rows.append(row)
+    return rows
+
+
+def metrics_row(line: bytes | str) -> dict[str, Any] | None:
+    """One ``metrics.jsonl`` line as a dict, or None if it is not a row a run wrote."""
+    try:
+        row = json.loads(line)
+    except (ValueError, RecursionError):  # not UTF-8, not JSON, or absurdly deep
+        return None
+    if not isinstance(row, dict) or type(row.get("step")) is not int:
+        return None
+    return row

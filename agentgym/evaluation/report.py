@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from agentgym.errors import MissingExtraError
+from agentgym.errors import ConfigError, MissingExtraError
 from agentgym.evaluation.metrics import MEAN_OF_ENTRIES, entry_mean, read_metrics
 from agentgym.files import atomic_write
 
@@ -186,8 +186,8 @@ def plot_learning_curve(series: Mapping[str, Sequence[tuple[float, float]]], pat
     """Line plot of ``{name: [(x, success), ...]}``."""
     plt = _pyplot()
     if not any(series.values()):
-        raise ValueError("no points to plot: the run logged no evaluation metrics (set "
-                         "env.eval_seeds or eval.suite in the training config)")
+        raise ConfigError("no points to plot: the run logged no evaluation metrics (set "
+                          "env.eval_seeds or eval.suite in the training config)")
     fig, ax = plt.subplots(figsize=(6.0, 3.8))
     for name, points in series.items():
         if points:
@@ -214,13 +214,29 @@ def curve_from_metrics(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[tupl
     return series
 
 
+def run_curve(run_dir: str | Path) -> dict[str, list[tuple[float, float]]]:
+    """The held-out success series a training run logged (:func:`curve_from_metrics`).
+
+    Raises:
+        FileNotFoundError: The folder has no ``metrics.jsonl``.
+        SchemaError: A damaged ``metrics.jsonl``.
+        ConfigError: It holds no held-out evaluation.
+    """
+    run_dir = Path(run_dir)
+    if not (run_dir / "metrics.jsonl").is_file():
+        raise FileNotFoundError(f"no metrics.jsonl in {run_dir}; pass a training run_dir")
+    series = curve_from_metrics(read_metrics(run_dir))
+    if not any(series.values()):
+        raise ConfigError(f"--train-run {str(run_dir)!r}: its metrics.jsonl holds no held-out "
+                          "evaluation to plot; set env.eval_seeds or eval.suite in the training "
+                          "config")
+    return series
+
+
 def learning_curve_from_run(run_dir: str | Path, path: str | Path) -> Path:
     """Plot the evaluations logged in a training run's ``metrics.jsonl``."""
-    run_dir = Path(run_dir)
-    if not (run_dir / "metrics.jsonl").exists():
-        raise FileNotFoundError(f"no metrics.jsonl in {run_dir}; pass a training run_dir")
-    return plot_learning_curve(curve_from_metrics(read_metrics(run_dir)), path,
-                               title=f"learning curve: {run_dir.name}")
+    return plot_learning_curve(run_curve(run_dir), path,
+                               title=f"learning curve: {Path(run_dir).name}")
 
 
 def learning_curve_from_evals(evals: Sequence[tuple[float, Mapping[str, Any]]],

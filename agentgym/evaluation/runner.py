@@ -18,14 +18,17 @@ from typing import Any
 
 import agentgym
 from agentgym.errors import ConfigError
+from agentgym.evaluation.inputs import check_output_dir, check_policy_spec
 from agentgym.evaluation.metrics import episode_key, group_id, summarize_by_entry
 from agentgym.evaluation.results import RESULTS_FILE, load_results, repair_results
-from agentgym.evaluation.suites import Suite, SuiteEntry, get_suite
+from agentgym.evaluation.suites import MAX_SEED, Suite, SuiteEntry, get_suite
 from agentgym.files import atomic_write
 from agentgym.jsonl import TrajectoryWriter
 from agentgym.rollout import Agent, RolloutConfig, run_groups
 from agentgym.types import Trajectory
 
+MAX_CONCURRENCY = 100_000
+"""Most episodes in flight per entry (each holds an env; more only exhausts memory)."""
 MANIFEST_FILE = "manifest.json"
 TIMING_FILE = "timing.json"
 """Wall time spent on an eval folder so far, updated as episodes finish."""
@@ -73,6 +76,22 @@ class EvalConfig:
             raise ConfigError(f"k must be >= 1, got {self.k}")
         if self.tasks is not None and self.tasks < 1:
             raise ConfigError(f"--tasks must be >= 1, got {self.tasks}")
+        if not 1 <= self.concurrency <= MAX_CONCURRENCY:
+            raise ConfigError(f"--concurrency (episodes in flight per env) must be in [1, "
+                              f"{MAX_CONCURRENCY:,}], got {self.concurrency}")
+        if not 0 <= self.retries <= 100:
+            raise ConfigError(f"--retries must be in [0, 100] (0 = no second attempt), got "
+                              f"{self.retries}")
+        if self.max_turns is not None and self.max_turns < 1:
+            raise ConfigError(f"--max-turns must be >= 1 (leave it out for each env's own "
+                              f"limit), got {self.max_turns}")
+        if self.step_timeout is not None and not 0 < self.step_timeout < float("inf"):
+            raise ConfigError(f"--step-timeout must be a number of seconds > 0, got "
+                              f"{self.step_timeout}; leave it out for the default")
+        if not 0 <= self.seed < MAX_SEED:
+            raise ConfigError(f"--seed must be in [0, 2**63), got {self.seed}")
+        if self.history_length < 1:
+            raise ConfigError(f"history_length must be >= 1, got {self.history_length}")
 
     def resolved_temperature(self, suite: Suite) -> float:
         """The temperature actually used (greedy when every task has one rollout)."""
@@ -171,7 +190,14 @@ def prepare_out_dir(out_dir: Path, manifest: dict[str, Any]) -> bool:
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / MANIFEST_FILE
     if path.exists():
-        old = json.loads(path.read_text(encoding="utf-8"))
+        try:
+            old = json.loads(path.read_bytes())
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            raise ConfigError(f"{path} is damaged (not JSON), so the eval in {out_dir} cannot "
+                              "be resumed safely; choose a new --out folder") from None
+        if not isinstance(old, dict):
+            raise ConfigError(f"{path} is not an eval manifest (a JSON object); choose a new "
+                              "--out folder")
         if old != manifest:
             diff = sorted(k for k in set(old) | set(manifest) if old.get(k) != manifest.get(k))
             raise ConfigError(
@@ -190,6 +216,8 @@ def evaluate(config: EvalConfig, out_dir: str | Path, *, log: Callable[[str], No
         The ``results.json`` content: manifest, per-entry and overall metrics, wall time.
     """
     out_dir = Path(out_dir)
+    check_output_dir(out_dir, "--out")
+    check_policy_spec(config.policy)  # a folder that is no model: now, not mid-load
     suite = get_suite(config.suite).with_overrides(tasks=config.tasks, min_rollouts=config.k,
                                                    max_turns=config.max_turns)
     for entry in suite.entries:  # bad kwargs fail here, before a model loads

@@ -29,6 +29,8 @@ REQUIREMENTS = ("docker", "browser", "network", "gpu")
 MAX_EPISODES_PER_ENTRY = 1_000_000
 """Most tasks x rollouts one entry may ask for: the eval's work list is built up front, and
 an absurd count would exhaust memory before the first episode (split it into entries)."""
+MAX_SEED = 2**63
+"""Task seeds lie in [0, MAX_SEED): envs seed numpy and torch generators with them."""
 
 
 @dataclass(frozen=True)
@@ -267,6 +269,10 @@ def _entry(data: Any, where: str, tag: str) -> SuiteEntry:
         seeds = data["seeds"]
         if not isinstance(seeds, list) or not all(_is_int(s) for s in seeds) or not seeds:
             raise ConfigError(f"{where}: `seeds` must be a non-empty list of ints, got {seeds!r}")
+        if any(not 0 <= s < MAX_SEED for s in seeds):
+            raise ConfigError(f"{where}: `seeds` must lie in [0, 2**63), got "
+                              f"{[s for s in seeds if not 0 <= s < MAX_SEED][:3]}; task seeds "
+                              "count up from 0")
         if "tasks" in data and data["tasks"] != len(seeds):
             raise ConfigError(f"{where}: tasks={data['tasks']} but {len(seeds)} seeds are listed")
         seeds = tuple(seeds)
@@ -274,9 +280,9 @@ def _entry(data: Any, where: str, tag: str) -> SuiteEntry:
         tasks, first = data.get("tasks"), data.get("seed", 0)
         if not _is_int(tasks) or tasks < 1:
             raise ConfigError(f"{where}: `tasks` must be a positive integer, got {tasks!r}")
-        if not _is_int(first):
-            raise ConfigError(f"{where}: `seed` (the first task seed) must be an int, got "
-                              f"{first!r}")
+        if not _is_int(first) or not 0 <= first < MAX_SEED:
+            raise ConfigError(f"{where}: `seed` (the first task seed) must be an int in [0, "
+                              f"2**63), got {first!r}; task seeds count up from 0")
         _check_size(tasks, 1, where)  # before the seeds are built
         seeds = tuple(range(first, first + tasks))
     rollouts = data.get("rollouts", 1)
