@@ -140,8 +140,11 @@ class RolloutConfig:
     """Rollouts per task (same seed), forming one group."""
     concurrency: int = 64
     """Episodes in flight at once."""
-    max_steps: int = 100
-    """Safety cap on steps for envs without a turn limit (the episode is truncated)."""
+    max_steps: int | None = None
+    """Cap on steps per episode (the episode is truncated). None: the env's own turn limit
+    (its ``max_turns``: the registry's ``MaxTurns``, or a limit the env declares, such as a
+    BabyAI level's ``max_steps``), else :data:`SAFETY_MAX_STEPS` for an env without one. An
+    int caps every env at that (training's horizon, for one)."""
     step_timeout: float | None = 300.0
     """Seconds one policy call or one env step may take before the episode is an error."""
     episode_timeout: float | None = 1800.0
@@ -153,10 +156,26 @@ class RolloutConfig:
     def __post_init__(self) -> None:
         for name in ("group_size", "concurrency", "max_steps"):
             value = getattr(self, name)
+            if name == "max_steps" and value is None:
+                continue
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
         if not self.close_timeout > 0:
             raise ValueError(f"close_timeout must be > 0 seconds, got {self.close_timeout!r}")
+
+
+SAFETY_MAX_STEPS = 100
+"""The step cap for an env that declares no turn limit (see ``RolloutConfig.max_steps``)."""
+
+
+def step_cap(env: Env, config: RolloutConfig) -> int:
+    """The most steps an episode of ``env`` may take under ``config``."""
+    if config.max_steps is not None:
+        return config.max_steps
+    limit = getattr(env, "max_turns", None)
+    if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
+        return limit
+    return SAFETY_MAX_STEPS
 
 
 class StepTimeoutError(TimeoutError):
@@ -332,7 +351,7 @@ async def run_episode(env: Env, agent: Agent, *, seed: int | None, group_id: str
             # H (SUPO): a cap on policy calls (= steps, summaries included); None outside
             # summarize mode.
             max_calls = context.max_calls if context is not None else None
-            for _ in range(config.max_steps):
+            for _ in range(step_cap(env, config)):
                 if max_calls is not None and len(steps) >= max_calls:
                     metrics.update(overlong=1.0, stopped_by_max_calls=1.0)
                     break

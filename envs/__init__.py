@@ -107,16 +107,18 @@ register("bfcl/MultiTurn-v0", "agentgym.envs.bfcl:BFCLMultiTurnEnv",
          description="BFCL multi-turn function calling on BFCL's API classes and checkers.",
          max_observation_chars=None,  # BFCL shows results whole (long_context tests that)
          requires=("extra:bfcl",))
+# ScienceWorld and TWX end episodes at their own step limit (step_limit=100, the packages'
+# envStepLimit); the turn limit is a guard against free actions at twice that (SwiftSage's).
 register("scienceworld/ScienceWorld-v0", "agentgym.envs.scienceworld:ScienceWorldEnv",
          description="ScienceWorld's 30 science task types (task=..., split=...), scored by it.",
-         max_turns=100, requires=("java", "extra:scienceworld"))
+         max_turns=200, requires=("java", "extra:scienceworld"))
 for _game, _name in (("coin", "CoinCollector"), ("cookingworld", "CookingWorld"),
                      ("twc", "TWC"), ("mapreader", "MapReader"), ("arithmetic", "Arithmetic"),
                      ("sorting", "Sorting"), ("simonsays", "SimonSays"),
                      ("peckingorder", "PeckingOrder")):
     register(f"twx/{_name}-v0", "agentgym.envs.textworld_express:TextWorldExpressEnv",
              game=_game, description=f"TextWorldExpress {_game} (game_params=..., split=...).",
-             max_turns=100, requires=("java", "extra:textworld-express"))
+             max_turns=200, requires=("java", "extra:textworld-express"))
 register("miniwob/MiniWoB-v0", "agentgym.envs.miniwob:MiniWoBEnv",
          description="MiniWoB++ web tasks (task=..., 130 of them) on the miniwob package's own "
                      "pages and rewards, in real Chromium.",

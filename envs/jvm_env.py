@@ -14,11 +14,14 @@ from collections.abc import Callable
 from typing import Any
 
 from agentgym.env import BaseEnv
-from agentgym.errors import EnvStateError
+from agentgym.errors import ConfigError, EnvStateError
 from agentgym.types import Message, StepResult
 
 from .jvm import JavaError, JVMPool, Lease, call_engine
 from .text_commands import parse_command
+
+NO_STEP_LIMIT = 10**9
+"""``envStepLimit`` for ``step_limit=None``: more moves than any episode makes."""
 
 NO_COMMAND = ("Your reply held no command. Reply with one command, e.g. "
               "<action>look around</action>.")
@@ -36,13 +39,24 @@ class JVMTextEnv(BaseEnv):
         pool: The process-wide pool running the benchmark's jar.
         make_engine: A fresh simulator, with the package's API, in a leased JVM.
         valid_actions_in_info: Put the engine's valid action list in every info.
+        step_limit: The package's ``envStepLimit``: the engine's move count past which the
+            package ends the episode (we report that end as a truncation); None for none.
+
+    Raises:
+        ConfigError: ``step_limit`` is not a positive int or None.
     """
 
     def __init__(self, benchmark: str, pool: Callable[[], JVMPool],
-                 make_engine: Callable[[Lease], Any], valid_actions_in_info: bool) -> None:
+                 make_engine: Callable[[Lease], Any], valid_actions_in_info: bool,
+                 step_limit: int | None) -> None:
         super().__init__()
+        if step_limit is not None and (isinstance(step_limit, bool)
+                                       or not isinstance(step_limit, int) or step_limit < 1):
+            raise ConfigError(f"step_limit must be a positive int (the benchmark's limit on "
+                              f"moves, 100) or None for no limit, got {step_limit!r}")
         self.benchmark = benchmark
         self.valid_actions_in_info = valid_actions_in_info
+        self.step_limit = step_limit
         self._pool = pool
         self._make_engine = make_engine
         self._lease: Lease | None = None
@@ -60,9 +74,9 @@ class JVMTextEnv(BaseEnv):
         """Whether the engine's answer says it understood the command."""
         raise NotImplementedError
 
-    def _terminated(self, completed: bool) -> bool:
-        """Whether the episode ended this turn (``completed``: the package's own verdict)."""
-        return completed
+    async def _task_over(self) -> bool:
+        """Whether the task itself ended (success or failure), as the engine says."""
+        raise NotImplementedError
 
     async def _load_gold(self) -> list[str]:
         """Load the current episode again, now with its gold path, and return that path."""
@@ -82,8 +96,11 @@ class JVMTextEnv(BaseEnv):
             return StepResult((Message("user", text),), 0.0, terminated=False,
                               info={**self._step_info(valid=False), "error": str(exc)[:200]})
         self._info = info
+        # The package's `done` covers the task's end and its own step limit: a done the task
+        # did not cause is the limit, a truncation.
+        terminated = bool(completed) and await self._task_over()
         return StepResult((Message("user", observation.strip()),), float(reward),
-                          terminated=self._terminated(bool(completed)), truncated=False,
+                          terminated=terminated, truncated=bool(completed) and not terminated,
                           info=self._step_info(valid=self._valid(observation)))
 
     def _opening(self, text: str, info: dict[str, Any]) -> tuple[list[Message], dict[str, Any]]:
@@ -124,7 +141,7 @@ class JVMTextEnv(BaseEnv):
             engine, lease = self._engine, self._lease
             self._engine = self._lease = None
             engine.close()
-            self._pool().release(lease, engine.server)
+            self._pool().release(lease)
 
     # -- helpers for subclasses ------------------------------------------------------
     async def _ensure_engine(self) -> Any:
@@ -132,6 +149,7 @@ class JVMTextEnv(BaseEnv):
         if self._engine is None:
             self._lease = await asyncio.to_thread(self._pool().lease)
             self._engine = await self._call(self._make_engine, self._lease)
+            self._engine.envStepLimit = self.step_limit or NO_STEP_LIMIT
         return self._engine
 
     async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:

@@ -157,8 +157,22 @@ class BabyAIEnv(BaseEnv):
 
     @property
     def max_steps(self) -> int:
-        """The level's step budget (minigrid's ``max_steps``)."""
+        """The level's step budget (minigrid's ``max_steps``).
+
+        minigrid sets it at every reset from the mission (BossLevel: 1,152 for a mission of
+        two navigations in its 3x3 rooms of 8x8), so read it after ``reset``.
+        """
         return int(self.minigrid.max_steps)
+
+    @property
+    def max_turns(self) -> int:
+        """The episode's turn limit: the level's ``max_steps``, the benchmark's own.
+
+        The rollout engine reads it as the episode's step cap (``RolloutConfig.max_steps``
+        None), so an episode runs until minigrid ends it; a shorter cap for training is the
+        registry's ``max_turns`` (or the rollout's ``max_steps``).
+        """
+        return self.max_steps
 
     @property
     def mission(self) -> str:

@@ -16,9 +16,8 @@ from agentgym.errors import MissingExtraError
 
 from ..jvm import JVMPool, Lease, shared_pool
 
-NO_STEP_LIMIT = 10**9
-"""The package ends an episode past ``envStepLimit`` moves; our turn limit (``MaxTurns``) does
-that instead, as a truncation rather than a termination."""
+ENTRY_CLASS = "scienceworld.runtime.pythonapi.PythonInterface"
+"""The engine's Python-facing class, one object per isolate (see :mod:`~agentgym.envs.jvm`)."""
 
 
 def package() -> Any:
@@ -43,7 +42,7 @@ def pool() -> JVMPool:
     package()
     from scienceworld.constants import BASEPATH, JAR_PATH
 
-    return shared_pool(JAR_PATH, BASEPATH)
+    return shared_pool(JAR_PATH, BASEPATH, ENTRY_CLASS)
 
 
 def task_names() -> list[str]:
@@ -55,7 +54,7 @@ def task_names() -> list[str]:
 
 
 def make_engine(lease: Lease) -> Any:
-    """A fresh simulator (one ``PythonInterface``) in the leased JVM, with the package's API."""
+    """The lease's simulator (its isolate's ``PythonInterface``) behind the package's API."""
     return _engine_class()(lease)
 
 
@@ -69,10 +68,10 @@ def _engine_class() -> type:
 
         def __init__(self, lease: Lease) -> None:  # sets what the package's __init__ sets
             self._gateway = lease.gateway
-            self.server = lease.gateway.jvm.scienceworld.runtime.pythonapi.PythonInterface()
+            self.server = lease.server  # this episode's own isolate
             self.lastStepScore = 0
             self.taskName = None
-            self.envStepLimit = NO_STEP_LIMIT
+            self.envStepLimit = 100  # the package's default; the env sets its own
             self.clear_run_histories()
             self.goldPathGenerated = False
             self.simplificationStr = ""

@@ -11,14 +11,25 @@ The simulator, its tasks, variations, scoring and gold paths all come from the i
 - **Actions** are free text, one command a turn (``open door to kitchen``), read by
   :func:`~agentgym.envs.text_commands.parse_command`. A command the engine does not know
   comes back with its own message and ``valid=False``; an empty reply costs no move.
-- **Reward** is the benchmark's score change this turn (score points, 0 to 100); the
-  episode terminates when the benchmark says it is complete: score 100 (``success``) or a
-  failure state (score below 0, e.g. focusing on the wrong object). The turn limit
-  (100 turns) truncates.
-- **Info** on every step: ``valid``, ``score``, ``success``, ``moves``, ``valid_actions`` (the
-  benchmark's valid action-object combinations, unless ``valid_actions_in_info=False``),
-  ``benchmark`` (the package version). ``state_key`` = room + a digest of the room's full
-  description and the inventory.
+- **Reward** is the benchmark's score change this turn (score points, 0 to 100), as the
+  package computes it; the episode terminates when the benchmark says it is complete: score
+  100 (``success``) or a failure state (score below 0, e.g. focusing on the wrong object).
+  The episode's outcome (``info["outcome_reward"]``) is the benchmark's final score, negative
+  scores counted as 0 as the package's own example agent averages them; it differs from the
+  sum of rewards where a task starts with points (lifespan tasks start at 50 when the agent
+  starts where the animals are).
+- **Limits** are the benchmark's: the package's ``envStepLimit`` of 100 moves (its default,
+  and the limit of the paper's reference agents, ``drrn-scienceworld --env_step_limit=100``,
+  and of SwiftSage) ends the episode, as a truncation, on the move that takes the engine's
+  move count past it (``step_limit``; None for none). Moves are the engine's: ``wait`` costs
+  ten, looking around none. The registered env also truncates after 200 turns
+  (``max_turns``, SwiftSage's guard of twice the step limit against free actions). Some
+  gold paths do not fit 100 moves on the benchmark's own engine either (mendelian genetics,
+  the friction tasks): to replay them whole, pass ``step_limit=None, max_turns=300``.
+- **Info** on every step: ``valid``, ``score``, ``success``, ``moves``, ``outcome_reward``,
+  ``valid_actions`` (the benchmark's valid action-object combinations, unless
+  ``valid_actions_in_info=False``), ``benchmark`` (the package version). ``state_key`` = room
+  + a digest of the room's full description and the inventory.
 """
 
 from __future__ import annotations
@@ -46,6 +57,9 @@ forms (OBJ is an object you can see): {templates}. When the game asks you to pic
 numbered options, reply with the number. Focus (`focus on OBJ`) only on what the task asks \
 you to focus on: focusing on the wrong thing ends the task as a failure."""
 
+STEP_LIMIT = 100
+"""The package's default ``envStepLimit``, and its reference agents' (see the module doc)."""
+
 _ROOM = re.compile(r"This (?:room|area|outside location) is called the ([^.]+)\.")
 _VARIATION_SPLITS: dict[str, dict[str, list[int]]] = {}
 
@@ -59,9 +73,12 @@ class ScienceWorldEnv(JVMTextEnv):
         simplifications: The benchmark's simplification string, e.g. ``"easy"`` or
             ``"openDoors,teleportAction"`` (empty: none, as in the paper's main results).
         valid_actions_in_info: Put the valid action list (hundreds of strings) in each info.
+        step_limit: The benchmark's limit on moves (the package's ``envStepLimit``, 100);
+            None for no limit.
 
     Raises:
-        ConfigError: an unknown task or split (with the closest names), or no Java runtime.
+        ConfigError: an unknown task or split (with the closest names), a bad
+            ``step_limit``, or no Java runtime.
         MissingExtraError: the ``scienceworld`` package is not installed.
 
     Example:
@@ -78,8 +95,10 @@ class ScienceWorldEnv(JVMTextEnv):
     """
 
     def __init__(self, task: str | None = None, split: Split = "train",
-                 simplifications: str = "", valid_actions_in_info: bool = True) -> None:
-        super().__init__("ScienceWorld", sw.pool, sw.make_engine, valid_actions_in_info)
+                 simplifications: str = "", valid_actions_in_info: bool = True,
+                 step_limit: int | None = STEP_LIMIT) -> None:
+        super().__init__("ScienceWorld", sw.pool, sw.make_engine, valid_actions_in_info,
+                         step_limit)
         self.task = None if task is None else resolve_task(task)
         if split not in SPLITS:
             raise ConfigError(f"split must be one of {list(SPLITS)}, got {split!r}"
@@ -155,10 +174,16 @@ class ScienceWorldEnv(JVMTextEnv):
     def _valid(self, observation: str) -> bool:
         return observation.strip() != UNKNOWN_COMMAND
 
+    async def _task_over(self) -> bool:
+        # The package's done = the engine's completion, a negative score, or its step limit.
+        return self._info.get("score", 0) < 0 or bool(
+            await self._call(self._engine.server.getCompleted))
+
     def _step_info(self, *, valid: bool) -> dict[str, Any]:
         # Success is the benchmark's full score; reset and every invalid turn come before it.
-        info: dict[str, Any] = {"valid": valid, "success": self._info.get("score", 0) >= 100,
-                                "score": self._info.get("score", 0),
+        score = self._info.get("score", 0)
+        info: dict[str, Any] = {"valid": valid, "success": score >= 100, "score": score,
+                                "outcome_reward": float(max(score, 0)),
                                 "moves": self._info.get("moves", 0), "benchmark": sw.version()}
         if self.valid_actions_in_info:
             # Sorted: the engine lists them in hash order, which depends on how many objects

@@ -15,9 +15,8 @@ from agentgym.errors import MissingExtraError
 
 from ..jvm import JVMPool, Lease, shared_pool
 
-NO_STEP_LIMIT = 10**9
-"""The package ends an episode past ``envStepLimit`` moves; our turn limit (``MaxTurns``) does
-that instead, as a truncation rather than a termination."""
+ENTRY_CLASS = "textworldexpress.runtime.PythonInterface"
+"""The engine's Python-facing class, one object per isolate (see :mod:`~agentgym.envs.jvm`)."""
 
 
 def package() -> Any:
@@ -51,11 +50,11 @@ def pool() -> JVMPool:
     package()
     from textworld_express.constants import BASEPATH, JAR_PATH
 
-    return shared_pool(JAR_PATH, BASEPATH)
+    return shared_pool(JAR_PATH, BASEPATH, ENTRY_CLASS)
 
 
 def make_engine(lease: Lease) -> Any:
-    """A fresh simulator (one ``PythonInterface``) in the leased JVM, with the package's API."""
+    """The lease's simulator (its isolate's ``PythonInterface``) behind the package's API."""
     return _engine_class()(lease)
 
 
@@ -69,9 +68,9 @@ def _engine_class() -> type:
 
         def __init__(self, lease: Lease) -> None:  # sets what the package's __init__ sets
             self._gateway = lease.gateway
-            self.server = lease.gateway.jvm.textworldexpress.runtime.PythonInterface()
+            self.server = lease.server  # this episode's own isolate
             self.lastStepScore = 0
-            self.envStepLimit = NO_STEP_LIMIT
+            self.envStepLimit = 100  # the package's default; the env sets its own
             self.runHistory = []
             self.seed = None
             self.gameName = None

@@ -14,7 +14,11 @@ ALFWorld-like household tidy-up), MapReader, Arithmetic, Sorting, SimonSays, Pec
   :func:`~agentgym.envs.text_commands.parse_command`; an unknown command comes back with the
   engine's message and ``valid=False``; an empty reply costs no move.
 - **Reward** is the benchmark's score change (its score is normalised to 0..1); the episode
-  terminates on the engine's task success or task failure. The turn limit truncates.
+  terminates on the engine's task success or task failure (or a full score).
+- **Limits** are the benchmark's: the package's ``envStepLimit`` of 100 steps (the default of
+  its Python API) ends the episode, as a truncation, on the step past it (``step_limit``;
+  None for none). ``help`` and replies without a command make no step; the registered env
+  also truncates after 200 turns (``max_turns``) against agents that only send those.
 - **Info**: ``valid``, ``score``, ``success``, ``failure``, ``valid_actions`` (the engine's
   list), ``benchmark``. ``state_key`` = a digest of the room description and inventory (the
   current instruction in SimonSays, which has neither).
@@ -35,6 +39,8 @@ from . import engine as twx
 Split = Literal["train", "dev", "test"]
 SPLITS = ("train", "dev", "test")
 UNKNOWN_COMMAND = "Unknown action"
+STEP_LIMIT = 100
+"""The package's default ``envStepLimit``."""
 
 INSTRUCTIONS = """\
 You are playing a text game. Complete the task below by typing one command per reply, for \
@@ -53,9 +59,12 @@ class TextWorldExpressEnv(JVMTextEnv):
             ``{"numLocations": 5}``; empty for the engine's defaults.
         split: The benchmark's seed range: ``train``, ``dev`` or ``test``.
         valid_actions_in_info: Put the engine's valid action list in each step's info.
+        step_limit: The benchmark's limit on steps (the package's ``envStepLimit``, 100);
+            None for no limit.
 
     Raises:
-        ConfigError: an unknown game or split (with the closest names); no Java runtime.
+        ConfigError: an unknown game or split (with the closest names), a bad
+            ``step_limit``; no Java runtime.
         MissingExtraError: the ``textworld-express`` package is not installed.
 
     Example:
@@ -73,8 +82,10 @@ class TextWorldExpressEnv(JVMTextEnv):
     """
 
     def __init__(self, game: str = "coin", game_params: str | Mapping[str, Any] = "",
-                 split: Split = "train", valid_actions_in_info: bool = True) -> None:
-        super().__init__("TextWorldExpress", twx.pool, twx.make_engine, valid_actions_in_info)
+                 split: Split = "train", valid_actions_in_info: bool = True,
+                 step_limit: int | None = STEP_LIMIT) -> None:
+        super().__init__("TextWorldExpress", twx.pool, twx.make_engine, valid_actions_in_info,
+                         step_limit)
         names = twx.game_names()
         if game not in names:
             raise ConfigError(f"unknown TextWorldExpress game {game!r}; expected one of "
@@ -144,8 +155,8 @@ class TextWorldExpressEnv(JVMTextEnv):
     def _valid(self, observation: str) -> bool:
         return not observation.startswith(UNKNOWN_COMMAND)
 
-    def _terminated(self, completed: bool) -> bool:
-        # The package's own `done` also fires at its step limit; we leave that to MaxTurns.
+    async def _task_over(self) -> bool:
+        # The package's done = success, failure, a full score, or its step limit.
         info = self._info
         return bool(info["tasksuccess"] or info["taskfailure"] or info["score"] >= 1.0)
 

@@ -199,3 +199,21 @@ def test_registered_levels_match_the_family_list() -> None:
     ids = {i.split("/")[1].removesuffix("-v0") for i in agentgym.registry
            if i.startswith("babyai/")}
     assert ids == set(LEVELS)
+
+
+async def test_a_rollout_at_its_defaults_runs_a_level_to_the_levels_own_max_steps() -> None:
+    # BossLevel seed 788: the bot needs 172 steps of the mission's 1,728 (minigrid sets
+    # max_steps per mission); a rollout used to cut every episode at 100 steps.
+    from agentgym.policies.factory import make_agent
+    from agentgym.rollout import run_groups
+
+    (trajectory,) = await run_groups(lambda: agentgym.make("babyai/BossLevel-v0"),
+                                     make_agent("expert"), [788])
+    assert trajectory.status == "terminated" and len(trajectory.steps) == 172
+    assert trajectory.steps[-1].result.info["success"]
+    env = BabyAIEnv("BossLevel")
+    await env.reset(seed=788)
+    assert env.max_turns == env.max_steps == 1728
+    short = agentgym.make("babyai/BossLevel-v0", max_turns=50)  # a training cap stays a kwarg
+    (capped,) = await run_groups(lambda: short, make_agent("expert"), [788])
+    assert capped.status == "truncated" and len(capped.steps) == 50

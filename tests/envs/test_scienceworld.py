@@ -97,6 +97,81 @@ async def test_broken_solutions_agree_with_the_package() -> None:
     await env.aclose()
 
 
+async def _expert_play(env: ScienceWorldEnv, between: ScienceWorldEnv | None = None,
+                       ) -> list[tuple[str, str, float, bool, int]]:
+    """The expert's episode on ``env``; ``between`` starts a new episode before every move."""
+    play: list[tuple[str, str, float, bool, int]] = []
+    while not (play and play[-1][3]):
+        command = (await env.expert_action()).content
+        if between is not None:
+            await between.reset(seed=len(play) + 1)
+        result = await env.step(Message("assistant", f"<action>{command}</action>"))
+        play.append((command, result.observation[-1].content, result.reward, result.done,
+                     result.info["score"]))
+    return play
+
+
+@pytest.mark.slow
+async def test_concurrent_episodes_on_one_pool_play_as_each_alone() -> None:
+    # Boiling makes new objects (steam) as it plays. When every episode of a JVM shared the
+    # engine's object counter and Random, each load by another episode reset them: the new
+    # objects took ids of existing ones, and the gold path ended with "focus on substance in
+    # metal pot" unknown, its sequence exhausted at score 22.
+    env = ScienceWorldEnv(task="boil", valid_actions_in_info=False)
+    other = ScienceWorldEnv(task="find-living-thing", valid_actions_in_info=False)
+    await env.reset(seed=3)
+    together = await _expert_play(env, between=other)
+    assert env._lease is not None and other._lease is not None
+    assert env._lease.jvm_id == other._lease.jvm_id  # one JVM of the shared pool
+    await other.aclose()
+    await env.reset(seed=3)
+    alone = await _expert_play(env)
+    await env.aclose()
+    assert together == alone
+    assert alone[-1][4] == 100
+
+
+@pytest.mark.slow
+async def test_the_benchmarks_step_limit_truncates_and_none_lets_the_gold_path_finish() -> None:
+    # This gold path is 178 actions, longer than the benchmark's 100 moves: on the package's
+    # engine too it ends at the move past 100, with part of the score.
+    limited = agentgym.make("scienceworld/ScienceWorld-v0",
+                            task="inclined-plane-friction-unnamed-surfaces",
+                            valid_actions_in_info=False)
+    await limited.reset(seed=0, options={"variation": 0})
+    moves = 0
+    while True:
+        command = (await limited.expert_action()).content
+        result = await limited.step(Message("assistant", command))
+        if result.done:
+            break
+        moves = result.info["moves"]
+    assert moves <= 100 < result.info["moves"] and result.truncated and not result.terminated
+    assert 0 < result.info["score"] < 100 and "truncated_by" not in result.info
+    await limited.aclose()
+    unlimited = ScienceWorldEnv(task="inclined-plane-friction-unnamed-surfaces",
+                                valid_actions_in_info=False, step_limit=None)
+    _, result = await play_gold(unlimited, variation=0)
+    assert result.terminated and result.info["score"] == 100
+    await unlimited.aclose()
+    with pytest.raises(ConfigError, match="step_limit must be a positive int"):
+        ScienceWorldEnv(step_limit=-1)
+
+
+@pytest.mark.slow
+async def test_the_outcome_is_the_benchmarks_score_when_a_task_starts_with_points() -> None:
+    from agentgym.policies.factory import make_agent
+    from agentgym.rollout import run_groups
+
+    # Variation 3 of lifespan (longest lived) starts where the animals are: 50 points at
+    # reset, so the one rewarded move is worth 50 and the benchmark's score is 100.
+    (trajectory,) = await run_groups(
+        lambda: agentgym.make("scienceworld/ScienceWorld-v0", task="lifespan-longest-lived",
+                              valid_actions_in_info=False), make_agent("expert"), [3])
+    assert sum(trajectory.step_rewards) == 50.0 and trajectory.outcome_reward == 100.0
+    assert trajectory.steps[-1].result.info["success"]
+
+
 @pytest.mark.slow
 async def test_check_env() -> None:
     def make() -> agentgym.Env:

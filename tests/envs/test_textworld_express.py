@@ -13,8 +13,8 @@ import pytest
 
 import agentgym
 from agentgym import ConfigError, Message
-from agentgym.envs.jvm import shared_pool
 from agentgym.envs.textworld_express import TextWorldExpressEnv, game_names
+from agentgym.envs.textworld_express import engine as twx_engine
 
 pytest.importorskip("textworld_express")
 
@@ -100,6 +100,47 @@ async def test_broken_solutions_agree_with_the_package(game: str, params: str,
     assert not ours[-1][2]  # the broken solution does not win, here as in the package
 
 
+async def test_the_benchmarks_step_limit_truncates_where_the_package_ends_the_game() -> None:
+    # The package's envStepLimit (100) ends the game on the step that takes it past 100.
+    commands = ["look around"] * 105
+    theirs = _package_dones("coin", "numLocations=3", 5, "train", commands, limit=100)
+    env = agentgym.make("twx/CoinCollector-v0", game_params="numLocations=3")
+    await env.reset(seed=5)
+    for turn, command in enumerate(commands, 1):
+        result = await env.step(Message("assistant", command))
+        assert result.done == theirs[turn - 1], turn
+        if result.done:
+            break
+    assert turn == 101 and result.truncated and not result.terminated
+    assert "truncated_by" not in result.info  # the benchmark's limit, not the turn guard
+    unlimited = TextWorldExpressEnv("coin", "numLocations=3", step_limit=None)
+    await unlimited.reset(seed=5)
+    for _ in range(101):
+        assert not (await unlimited.step(Message("assistant", "look around"))).done
+    with pytest.raises(ConfigError, match="step_limit must be a positive int"):
+        TextWorldExpressEnv("coin", step_limit=0)
+    await env.aclose()
+    await unlimited.aclose()
+
+
+def _package_dones(game: str, params: str, seed: int, fold: str, commands: list[str],
+                   limit: int) -> list[bool]:
+    """The package's own ``done`` for each command, at its step limit ``limit``."""
+    code = f"""
+import json
+from textworld_express import TextWorldExpressEnv
+env = TextWorldExpressEnv(envStepLimit={limit})
+env.reset(seed={seed}, gameFold={fold!r}, gameName={game!r}, gameParams={params!r})
+seeds = {{"train": env.getValidSeedsTrain}}[{fold!r}]()
+env.reset(seed=seeds[{seed}], gameFold={fold!r}, gameName={game!r}, gameParams={params!r})
+print(json.dumps([env.step(c)[2] for c in {commands!r}]))
+env.close()
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=True)
+    return json.loads(done.stdout.splitlines()[-1])
+
+
 @pytest.mark.parametrize("env_id", IDS)
 async def test_check_env(env_id: str) -> None:
     await agentgym.check_env(agentgym.make(env_id))
@@ -169,9 +210,7 @@ async def test_episodes_share_one_jvm() -> None:
     envs = [TextWorldExpressEnv("sorting") for _ in range(5)]
     for i, env in enumerate(envs):
         await env.reset(seed=i)
-    from textworld_express.constants import BASEPATH, JAR_PATH
-
-    pool = shared_pool(JAR_PATH, BASEPATH)
+    pool = twx_engine.pool()
     assert len(pool.stats()) == 1 and pool.stats()[0][2] >= 5
     before = pool.stats()[0][2]
     for env in envs:
@@ -186,9 +225,7 @@ class _KillTheJVMFirst:
         return self
 
     async def act(self):
-        from textworld_express.constants import BASEPATH, JAR_PATH
-
-        for _, pid, _ in shared_pool(JAR_PATH, BASEPATH).stats():
+        for _, pid, _ in twx_engine.pool().stats():
             os.kill(pid, signal.SIGKILL)
         await asyncio.sleep(0.5)
         return Message("assistant", "look around"), None
