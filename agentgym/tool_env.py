@@ -24,6 +24,7 @@ reset. When the state has an ``aclose`` method it is awaited at the next reset a
 from __future__ import annotations
 
 import asyncio
+import decimal
 import functools
 import hashlib
 import inspect
@@ -266,7 +267,7 @@ class ToolEnv(BaseEnv):
             try:
                 if threaded:
                     return await _in_daemon_thread(fn, kwargs)
-                value = fn(**kwargs)
+                value = fn(**kwargs)  # in the ToolBox's fresh decimal context
                 return await value if inspect.isawaitable(value) else value
             except faults as exc:
                 self._fault = exc
@@ -456,7 +457,10 @@ async def _in_daemon_thread(fn: Callable[..., Any], kwargs: dict[str, Any]) -> A
 
     def work() -> None:
         try:
-            value, ok = fn(**kwargs), True
+            # A fresh decimal context per call: a tool that sets the precision changes only its
+            # own call, not the next call on this reused thread (another episode's).
+            with decimal.localcontext(decimal.Context()):
+                value, ok = fn(**kwargs), True
         except BaseException as exc:  # handed to the awaiting task, which decides
             value, ok = exc, False
         try:

@@ -11,6 +11,7 @@ mistake into a tool message with ``valid=False``, never an exception.
 from __future__ import annotations
 
 import asyncio
+import decimal
 import inspect
 import json
 import re
@@ -334,10 +335,13 @@ class ToolBox:
         if "state" in inspect.signature(t.fn).parameters:
             kwargs["state"] = state
         try:
+            # A fresh decimal context per call (this task's own): a tool that sets the
+            # precision changes its own call only, never another episode's arithmetic.
             async with asyncio.timeout(t.timeout):
-                value = t.fn(**kwargs)
-                if inspect.isawaitable(value):
-                    value = await typing.cast(Awaitable[Any], value)
+                with decimal.localcontext(decimal.Context()):
+                    value = t.fn(**kwargs)
+                    if inspect.isawaitable(value):
+                        value = await typing.cast(Awaitable[Any], value)
         except TimeoutError:
             return f"error: {call.name} timed out after {t.timeout:g} s", False, None
         except Exception as exc:  # the tool's own failure is the agent's observation
