@@ -184,7 +184,12 @@ SCHEMA_FUNCTIONS = [scalars, containers, literals, optionals, unions, defaults, 
 @pytest.mark.parametrize("func", SCHEMA_FUNCTIONS, ids=lambda f: f.__name__)
 def test_function_schema_matches_transformers(func: Any) -> None:
     get_json_schema = pytest.importorskip("transformers.utils").get_json_schema
-    assert function_schema(func) == get_json_schema(func)
+    want = get_json_schema(func)
+    if func is custom_return and want["function"].get("return") == {"type": "object"}:
+        # transformers < 5.20 (the one vLLM's CPU build pins) describes a class's instance as
+        # an object; later versions, and agentgym, leave an inexpressible return out
+        want["function"].pop("return")
+    assert function_schema(func) == want
 
 
 def test_function_schema_concrete_values() -> None:
