@@ -41,4 +41,5 @@ def test_a_fixed_sample_agrees_with_reasoning_gym():
 @pytest.mark.parametrize("dataset", fidelity.datasets())
 def test_sweep_every_dataset_agrees(dataset):
     comparisons = check([dataset], per_dataset=5, seed=0)
+    print(fidelity.summary_line(fidelity.FAMILY, comparisons))
     assert [(c.episode, [str(m) for m in c.mismatches]) for c in comparisons if not c.agree] == []
