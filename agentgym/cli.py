@@ -31,19 +31,19 @@ KwOption = Annotated[list[str] | None, typer.Option(
     "--kw", help="Env keyword argument as key=value (YAML value); repeatable.")]
 
 
-def _kwargs(pairs: list[str] | None) -> dict[str, Any]:
+def _kwargs(pairs: list[str] | None, option: str = "--kw") -> dict[str, Any]:
     out: dict[str, Any] = {}
     for pair in pairs or []:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise typer.BadParameter(f"expected key=value, got {pair!r}", param_hint="--kw")
+            raise ConfigError(f"{option}: expected key=value, got {pair!r}")
         try:
             out[key.strip()] = yaml.safe_load(value)
         except yaml.YAMLError as exc:
-            raise typer.BadParameter(
-                f"the value of {pair!r} is not valid YAML ({getattr(exc, 'problem', exc)}); "
-                "quote it as a string (key='text') or close its brackets",
-                param_hint="--kw") from None
+            raise ConfigError(
+                f"{option}: the value of {pair!r} is not valid YAML "
+                f"({getattr(exc, 'problem', exc)}); quote it as a string (key='text') or close "
+                "its brackets") from None
     return out
 
 
@@ -85,6 +85,10 @@ def play(
     Type a tool call as ``name`` or ``name(key=value)``, or any text the model could write
     (``<tool_call>{...}</tool_call>``). Type ``quit`` to stop.
     """
+    from agentgym.evaluation.suites import MAX_SEED
+
+    if not 0 <= seed < MAX_SEED:
+        raise ConfigError(f"--seed (the task seed) must be in [0, 2**63), got {seed}")
     asyncio.run(_play(env_id, seed, _kwargs(kw)))
 
 
@@ -242,6 +246,25 @@ def _check_rollout_options(*, episodes: int, group_size: int, seed: int, concurr
         raise ConfigError(f"--step-timeout must be a number of seconds > 0, got "
                           f"{step_timeout}; leave it out for the default")
     check_output_file(out, "--out")
+    if out.is_file() and not _holds_trajectories(out):
+        raise ConfigError(f"--out {str(out)!r} exists and is not a trajectory file; rollout "
+                          "replaces its --out, and never a file it did not write: pass another "
+                          "path, or delete that file")
+
+
+def _holds_trajectories(path: Path) -> bool:
+    """Whether a file is empty or starts with a trajectory line (rollout's own output)."""
+    from agentgym.jsonl import loads_strict
+
+    with path.open("rb") as f:
+        first = f.readline(1 << 24)
+    if not first.strip():
+        return True
+    try:
+        data = loads_strict(first.decode("utf-8"))
+    except (UnicodeDecodeError, SchemaError):
+        return False
+    return isinstance(data, dict) and "steps" in data and "status" in data
 
 
 @app.command()
@@ -325,7 +348,7 @@ def advantages(
     for pair in set_ or []:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
-            raise typer.BadParameter(f"expected key=value, got {pair!r}", param_hint="--set")
+            raise ConfigError(f"--set: expected key=value, got {pair!r}")
         pairs[key.strip()] = value.strip()
     from agentgym.jsonl import json_lines
     from agentgym.trainers.rewards import estimator_options
@@ -340,11 +363,11 @@ def advantages(
         from agentgym.trainers.rewards import SWERewardConfig, rescore_groups, swe_components
 
         if rewards not in ("gated", "direct"):
-            raise typer.BadParameter("expected none, gated or direct", param_hint="--rewards")
+            raise ConfigError(f"--rewards must be none, gated or direct, got {rewards!r}")
         try:
-            reward_cfg = SWERewardConfig(**_kwargs(reward_set))
+            reward_cfg = SWERewardConfig(**_kwargs(reward_set, "--reward-set"))
         except TypeError as exc:
-            raise typer.BadParameter(str(exc), param_hint="--reward-set") from exc
+            raise ConfigError(f"--reward-set: {exc}") from None
         groups = rescore_groups(groups, swe_components(reward_cfg), rewards)
     written = 0
     for line in advantages_jsonl(groups, estimate):

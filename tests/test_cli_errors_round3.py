@@ -80,6 +80,7 @@ def world(tmp_path_factory, tiny_model_dir) -> Path:
     (d / "list.yaml").write_text("- env\n")
     (d / "foreign").mkdir()
     (d / "foreign" / "config.yaml").write_text("my: notes\n")
+    (d / "has-model" / "model").mkdir(parents=True)  # e.g. a folder of the user's models
     (d / "metrics-only").mkdir()
     (d / "metrics-only" / "metrics.jsonl").write_text('{"step": 1}\n')
     for name, text in (("a", json.dumps(RESULTS)), ("cut", json.dumps(RESULTS)[:60]),
@@ -183,7 +184,7 @@ CASES = [
     ((*TRAIN, "model.path={d}/cut-weights/checkpoints/step-000002"),
      "cut-weights/checkpoints/step-000002/model.safetensors is damaged"),
     (("train", "{d}/base.yaml", "run_dir={d}/foreign"), "holds a config.yaml that no agentgym"),
-    (("train", "{d}/base.yaml", "run_dir={d}/metrics-only"), "holds a metrics.jsonl but no"),
+    (("train", "{d}/base.yaml", "run_dir={d}/metrics-only"), "holds metrics.jsonl but no"),
     (("train", "{d}/base.yaml", "run_dir={d}/cut-state", "--resume"), "state.json is damaged"),
     # eval
     ((*EVAL, "--policy", "random", "--concurrency", "0"), "--concurrency (episodes in flight"),
@@ -205,6 +206,8 @@ CASES = [
      "`seeds` must lie in [0, 2**63), got [-1]"),
     (("eval", "--suite", "arithmetic", "--policy", "random", "--out", "{d}/eval-manifest"),
      "manifest.json is damaged (not JSON)"),
+    (("eval", "--suite", "arithmetic", "--policy", "random", "--out", "{d}/eval-a"),
+     "holds results.json but no manifest.json"),
     (("eval", "--train-run", "{d}/noeval-run", "--out", "{d}/e"), "holds no held-out evaluation"),
     (("eval", "--train-run", "{d}/corrupt-run", "--out", "{d}/e"), "metrics.jsonl:1: not a"),
     (("eval", "--train-run", "{d}/notmodel", "--out", "{d}/e"), "holds no metrics.jsonl"),
@@ -216,6 +219,7 @@ CASES = [
     ((*ROLLOUT, "--seed", "-1"), "--seed (the first task seed) must be in [0, 2**63)"),
     ((*ROLLOUT, "--history-length", "0"), "--history-length must be >= 1"),
     ((*ROLLOUT, "--policy", "hf:{d}/notmodel"), "is not a model folder"),
+    ((*ROLLOUT, "--out", "{d}/base.yaml"), "exists and is not a trajectory file"),
     # compare
     (("compare", "{d}/eval-a", "{d}/eval-cut"), "eval-cut/results.json: not valid JSON"),
     (("compare", "{d}/eval-a", "{d}/eval-nometrics"), "holds no `metrics` mapping"),
@@ -228,11 +232,12 @@ CASES = [
     (("sft", "{d}/sft.yaml", "run_dir={d}/new-sft"), "in steps[0].action.content"),
     (("sft", "{d}/empty.yaml"), "is empty"),
     (("sft", "{d}/sft.yaml", "run_dir={d}/foreign"), "holds a config.yaml that no agentgym"),
+    (("sft", "{d}/sft.yaml", "run_dir={d}/has-model"), "holds model but no config.yaml"),
 ]
 
 
 @pytest.mark.parametrize(("args", "expected"), CASES,
-                         ids=lambda v: " ".join(v)[:70] if isinstance(v, tuple) else None)
+                         ids=lambda v: " ".join(v) if isinstance(v, tuple) else None)
 def test_a_mistake_is_one_error_line(world, monkeypatch, capsys, args, expected):
     before = sorted(p.name for p in world.iterdir())
     code, output = run(monkeypatch, capsys, *(a.replace("{d}", str(world)) for a in args))

@@ -38,6 +38,8 @@ from agentgym.trainers.config import CONFIG_HEADER
 
 MARKER = "state.json"  # written last: a folder without it is incomplete
 WEIGHTS = "model.safetensors"
+RUN_FILES = ("metrics.jsonl", "checkpoints", "model", "heldout", "eval", "tensorboard")
+"""What a run writes into its folder besides config.yaml (sft's exported ``model`` too)."""
 
 
 @dataclass(frozen=True)
@@ -152,10 +154,10 @@ def resume_point(run_dir: Path, resume: bool) -> Path | None:
 def check_run_dir(run_dir: Path) -> None:
     """Refuse a ``run_dir`` that a run cannot use without overwriting what it did not write.
 
-    A run writes ``config.yaml`` (its first line :data:`CONFIG_HEADER`), ``metrics.jsonl``
-    and ``checkpoints/`` there. A folder whose ``config.yaml`` lacks that line and has no
-    run's files beside it (runs before the header had checkpoints or metrics), or that holds
-    a ``metrics.jsonl`` without any ``config.yaml``, is someone else's.
+    A run writes ``config.yaml`` (its first line :data:`CONFIG_HEADER`) first, then
+    :data:`RUN_FILES`. A folder whose ``config.yaml`` lacks that line and has no metrics or
+    checkpoints beside it (runs before the header had them), or that holds any of
+    :data:`RUN_FILES` without a ``config.yaml``, is someone else's.
 
     Raises:
         ConfigError: ``run_dir`` is a file, lies under one, is not writable, or holds
@@ -174,10 +176,12 @@ def check_run_dir(run_dir: Path) -> None:
                 f"run_dir {str(run_dir)!r} holds a config.yaml that no agentgym run wrote; a "
                 "run writes its resolved config there and would replace that file. Set "
                 "run_dir to a new folder, or keep your config outside the run folder")
-    elif metrics.exists():
-        raise ConfigError(f"run_dir {str(run_dir)!r} holds a metrics.jsonl but no config.yaml: "
-                          "it is not an agentgym run, and a run would append to that file. "
-                          "Set run_dir to a new folder")
+    else:
+        theirs = [name for name in RUN_FILES if (Path(run_dir) / name).exists()]
+        if theirs:
+            raise ConfigError(f"run_dir {str(run_dir)!r} holds {', '.join(theirs)} but no "
+                              "config.yaml: it is not an agentgym run, and a run would write "
+                              "over what is there. Set run_dir to a new folder")
 
 
 def read_state(path: Path) -> TrainState:

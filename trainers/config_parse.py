@@ -91,7 +91,7 @@ def _coerce(hint: Any, value: Any, path: str) -> Any:
         else:
             return _number(number, path)
     if hint in (int, str, bool) and type(value) is hint:
-        return _number(value, path) if hint is int else value
+        return _number(typing.cast(int, value), path) if hint is int else value
     raise ConfigError(f"{path} must be {getattr(hint, '__name__', hint)}, got {value!r}")
 
 

@@ -65,7 +65,8 @@ def check_weights(step: int, named_parameters: Iterable[tuple[str, torch.Tensor]
     bad = []
     with torch.no_grad():
         for name, param in named_parameters:
-            local = param.to_local() if hasattr(param, "to_local") else param  # FSDP shards
+            to_local = getattr(param, "to_local", None)  # an FSDP shard: this rank's part
+            local = to_local() if to_local is not None else param
             if local.numel() and not bool(torch.isfinite(local).all()):
                 bad.append(name)
     count = all_ranks(float(len(bad))) if all_ranks is not None else float(len(bad))

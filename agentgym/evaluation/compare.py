@@ -108,12 +108,12 @@ def read_results_json(file: Path) -> dict[str, Any]:
     if not isinstance(metrics, dict) or not metrics:
         raise SchemaError(f"{file} holds no `metrics` mapping of entries; {expected}")
     for name, m in metrics.items():
-        counts = {k: m.get(k) for k in ("episodes", "errors", "successes")} \
-            if isinstance(m, dict) else {}
-        if not counts or any(type(v) is not int or v < 0 for v in counts.values()) \
-                or counts["errors"] + counts["successes"] > counts["episodes"]:
+        raw = [m.get(k) for k in ("episodes", "errors", "successes")] \
+            if isinstance(m, dict) else []
+        counts = [v for v in raw if type(v) is int and v >= 0]
+        if len(counts) != 3 or counts[1] + counts[2] > counts[0]:
             raise SchemaError(f"{file}: entry {name!r} needs whole counts episodes >= errors + "
-                              f"successes >= 0, got {counts or m!r}; {expected}")
+                              f"successes >= 0, got {raw or m!r}; {expected}")
         for key in ("success_rate", "mean_reward"):
             if m.get(key) is not None and type(m.get(key)) not in (int, float):
                 raise SchemaError(f"{file}: entry {name!r}: {key} must be a number or null, "

@@ -187,8 +187,14 @@ def prepare_out_dir(out_dir: Path, manifest: dict[str, Any]) -> bool:
     Raises:
         ConfigError: The folder holds an eval of another suite, policy or setting.
     """
-    out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / MANIFEST_FILE
+    theirs = [n for n in (RESULTS_FILE, "results.json", "report.md", TIMING_FILE)
+              if (out_dir / n).exists()]
+    if theirs and not path.exists():
+        raise ConfigError(f"--out {str(out_dir)!r} holds {', '.join(theirs)} but no "
+                          f"{MANIFEST_FILE}: not an eval this command can resume, and it would "
+                          "write over those files; choose a new --out folder")
+    out_dir.mkdir(parents=True, exist_ok=True)
     if path.exists():
         try:
             old = json.loads(path.read_bytes())
