@@ -26,7 +26,7 @@ Ray's vLLM generation workers are built without an adapter config, so LoRA with
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 from agentgym.errors import ConfigError, MissingExtraError
 from agentgym.policies.backends import BackendOptions
@@ -108,7 +108,8 @@ def merged_state(model: Any) -> dict[str, Any]:
     from peft.tuners.lora import LoraLayer
 
     base = model.get_base_model()
-    deltas = {name: sum(module.get_delta_weight(a) for a in module.active_adapters)
+    # LoraLayer's subclasses (Linear, Embedding, ...) define get_delta_weight
+    deltas = {name: sum(cast(Any, module).get_delta_weight(a) for a in module.active_adapters)
               for name, module in base.named_modules() if isinstance(module, LoraLayer)}
     out = {}
     for name, param in base.named_parameters():
