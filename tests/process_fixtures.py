@@ -43,7 +43,10 @@ KEPT = (
     # The container reaper waits for this process's exit, then removes its containers and ends
     # (seconds later); Python's multiprocessing helpers end with the process that started them.
     ("agentgym.sandboxes.engine import reap", "multiprocessing.resource_tracker",
-     "multiprocessing.forkserver"),
+     "multiprocessing.forkserver",
+     # wandb's service process outlives a finished run and exits with the process that
+     # started it (the pytest process itself)
+     "wandb-core"),
 )
 """Program names, then command-line fragments, of processes the check leaves alone."""
 
