@@ -10,6 +10,14 @@ whose caller gave up (``Job.cancelled``) leaves at the next token. A long prompt
 chunks of :data:`PREFILL_CHUNK` positions, so a batch whose callers all gave up (Ctrl-C)
 stops between chunks instead of after a prefill of many seconds.
 
+**Joining.** Between two tokens the decoder asks its owner for queued jobs (``admit``), up
+to the rows the batch has room for. They are prefilled on their own and then join the
+batch: both caches are right-aligned into one (pads on the left, masked), so a short request
+that arrives while a long one decodes starts at the next token instead of waiting for the
+long one to end. Each row's completion is handed over (``finished``) the moment it ends, not
+when the batch ends. Models whose cache is not plain keys and values (sliding windows) do
+not join.
+
 The policy owns the queue, the lock against weight updates and the policy version; this
 module owns no thread and no event loop.
 """
@@ -17,7 +25,7 @@ module owns no thread and no event loop.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,6 +68,8 @@ class GenerationStats:
     """Tokens sampled."""
     largest_batch: int = 0
     """Most rows decoded together."""
+    joined: int = 0
+    """Requests that joined a batch already decoding (with a prefill of their own)."""
 
 
 @dataclass
@@ -72,6 +82,14 @@ class Job:
     """The caller's ``asyncio.Future[Completion]`` (set by the policy, never here)."""
     cancelled: bool = False
     """Set (from the event loop) when the caller gave up: the decoder drops the row."""
+    queued_at: float = 0.0
+    """``time.monotonic()`` when the job was queued (the owner's admission reads it)."""
+
+
+Admit = Callable[[int], list[Job]]
+"""Given the rows a running batch has room for, the queued jobs that join it (may be none)."""
+Finished = Callable[[Job, Completion], None]
+"""Receives each row's completion as the row ends (called from the decoding thread)."""
 
 
 @dataclass
@@ -85,6 +103,19 @@ class _Row:
     ids: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     finish: FinishReason | None = None
+
+
+@dataclass
+class _Live:
+    """The decoding state of the rows still running, one entry per row along dim 0."""
+
+    cache: Any
+    logits: torch.Tensor  # (B, V) next-token logits
+    mask: torch.Tensor  # (B, T) 1 = a real token
+    position: torch.Tensor  # (B,) position of the token sampled next
+    temperature: torch.Tensor  # (B,)
+    top_p: torch.Tensor  # (B,)
+    active: list[int]  # batch position -> index in the rows list
 
 
 class BatchDecoder:
@@ -120,21 +151,38 @@ class BatchDecoder:
         else:
             self._rng.manual_seed(seed)
 
-    def run(self, jobs: list[Job], version: int) -> list[Completion]:
+    def run(self, jobs: list[Job], version: int, *, admit: Admit | None = None,
+            finished: Finished | None = None, max_rows: int | None = None
+            ) -> list[Completion]:
         """Decode ``jobs`` together with the weights of ``version`` (call under inference mode).
 
         ``version`` tags the completions and the prefix-store entries.
+
+        Args:
+            jobs: The batch.
+            version: The weights' version.
+            admit: Asked between tokens for jobs that join the batch (see the module
+                docstring); None = the batch is fixed.
+            finished: Called with each row's completion as the row ends (not for rows whose
+                caller gave up).
+            max_rows: Most rows decoded together, joined ones included (default: the batch).
+
+        Returns:
+            One completion per row, joined rows after the batch's own, in the order they joined.
         """
         self.policy_version = version
         rows = [self._new_row(j) for j in jobs]
-        self._decode(rows)
         self.stats.batches += 1
         self.stats.largest_batch = max(self.stats.largest_batch, len(rows))
-        return [Completion(
-            text=self.tokenizer.decode(r.ids, skip_special_tokens=True),
-            prompt_ids=r.job.prompt_ids, completion_ids=tuple(r.ids),
-            logprobs=tuple(r.logprobs), finish_reason=r.finish or "length",
-            policy_version=version) for r in rows]
+        self._decode(rows, admit, finished, max_rows or len(rows))
+        return [self._completion(r) for r in rows]
+
+    def _completion(self, row: _Row) -> Completion:
+        return Completion(
+            text=self.tokenizer.decode(row.ids, skip_special_tokens=True),
+            prompt_ids=row.job.prompt_ids, completion_ids=tuple(row.ids),
+            logprobs=tuple(row.logprobs), finish_reason=row.finish or "length",
+            policy_version=self.policy_version)
 
     def _new_row(self, job: Job) -> _Row:
         p = job.params
@@ -298,42 +346,93 @@ class BatchDecoder:
         self.stats.forward_passes += 1
         return out.logits[:, -1].float()  # (B, V)
 
-    def _decode(self, rows: list[_Row]) -> None:
+    def _decode(self, rows: list[_Row], admit: Admit | None = None,
+                finished: Finished | None = None, max_rows: int = 1) -> None:
         """Prefill the prompts, then sample token by token with the KV cache.
 
         A row whose caller gave up leaves the batch at the next token; finished rows are
-        stored in the prefix cache as they leave.
+        handed to ``finished`` and stored in the prefix cache as they leave. Before each
+        token, jobs from ``admit`` join while there is room (``rows`` grows).
         """
         try:
-            cache, logits, mask = self._prefill(rows)  # logits (B, V), mask (B, T)
+            live = self._start(rows)
         except _GaveUp:  # nobody waits for these rows: they end empty
             return
-        position = mask.sum(-1)  # (B,) position of the token sampled next
-        temperature = torch.tensor([r.job.params.temperature for r in rows], device=self.device)
-        top_p = torch.tensor([r.job.params.top_p for r in rows], device=self.device)
-        active = list(range(len(rows)))  # batch position -> index in rows
+        if not all(isinstance(x, GrowingLayer) for x in live.cache.layers):
+            admit = None  # sliding-window caches cannot be merged
         while True:
-            tokens, logps = sample_next(logits, temperature, top_p,
-                                        [rows[i].generator for i in active], self._rng)
-            keep = [b for b, (i, tok, lp) in enumerate(
-                zip(active, tokens.tolist(), logps.tolist(), strict=True))
-                if self._append(rows[i], tok, lp) and not rows[i].job.cancelled]
-            self.stats.completion_tokens += len(active)
-            if len(keep) < len(active):
-                kept = set(keep)
-                self._store_rows(cache, mask, rows, active,
-                                 (b for b in range(len(active)) if b not in kept))
-            if not keep:
+            if admit is not None and len(live.active) < max_rows:
+                live = self._join(live, rows, admit(max_rows - len(live.active)))
+            if not self._step(live, rows, finished):
                 return
-            if len(keep) < len(active):  # finished rows stop costing compute
-                idx = torch.tensor(keep, device=self.device)
-                cache.batch_select_indices(idx)
-                mask, position, tokens = mask[idx], position[idx], tokens[idx]
-                temperature, top_p = temperature[idx], top_p[idx]
-                active = [active[b] for b in keep]
-            mask = torch.cat([mask, mask.new_ones((len(active), 1))], dim=1)
-            logits = self._forward(tokens[:, None], cache, mask, position[:, None])
-            position = position + 1
+
+    def _step(self, live: _Live, rows: list[_Row], finished: Finished | None) -> bool:
+        """Sample one token per row and run it; return whether any row goes on.
+
+        Finished rows are handed over, stored and dropped from ``live`` (updated in place).
+        """
+        tokens, logps = sample_next(live.logits, live.temperature, live.top_p,
+                                    [rows[i].generator for i in live.active], self._rng)
+        keep = [b for b, (i, tok, lp) in enumerate(
+            zip(live.active, tokens.tolist(), logps.tolist(), strict=True))
+            if self._append(rows[i], tok, lp) and not rows[i].job.cancelled]
+        self.stats.completion_tokens += len(live.active)
+        if len(keep) < len(live.active):
+            kept = set(keep)
+            gone = [b for b in range(len(live.active)) if b not in kept]
+            self._store_rows(live.cache, live.mask, rows, live.active, gone)  # then answer:
+            if finished is not None:  # a caller's next prompt may start with this one
+                for b in gone:
+                    row = rows[live.active[b]]
+                    if not row.job.cancelled:
+                        finished(row.job, self._completion(row))
+        if not keep:
+            return False
+        mask, position = live.mask, live.position
+        if len(keep) < len(live.active):  # finished rows stop costing compute
+            idx = torch.tensor(keep, device=self.device)
+            live.cache.batch_select_indices(idx)
+            mask, position, tokens = mask[idx], position[idx], tokens[idx]
+            live.temperature, live.top_p = live.temperature[idx], live.top_p[idx]
+            live.active = [live.active[b] for b in keep]
+        mask = torch.cat([mask, mask.new_ones((len(live.active), 1))], dim=1)
+        live.logits = self._forward(tokens[:, None], live.cache, mask, position[:, None])
+        live.mask, live.position = mask, position + 1
+        return True
+
+    def _start(self, rows: list[_Row], first: int = 0) -> _Live:
+        """Prefill ``rows`` (indices ``first``.. in the rows list); raises :class:`_GaveUp`."""
+        cache, logits, mask = self._prefill(rows)  # logits (B, V), mask (B, T)
+        return _Live(cache, logits, mask, mask.sum(-1),
+                     torch.tensor([r.job.params.temperature for r in rows], device=self.device),
+                     torch.tensor([r.job.params.top_p for r in rows], device=self.device),
+                     list(range(first, first + len(rows))))
+
+    def _join(self, live: _Live, rows: list[_Row], jobs: list[Job]) -> _Live:
+        """``live`` with ``jobs`` prefilled and merged in (``rows`` grows by their rows)."""
+        new = [self._new_row(j) for j in jobs]
+        if not new:
+            return live
+        try:
+            other = self._start(new, first=len(rows))
+        except _GaveUp:  # their callers left during the prefill
+            return live
+        rows.extend(new)
+        self.stats.joined += len(new)
+        width = max(live.mask.shape[1], other.mask.shape[1])
+        remaining = max(rows[i].max_tokens - len(rows[i].ids)
+                        for i in (*live.active, *other.active))
+        for layer, extra in zip(live.cache.layers, other.cache.layers, strict=True):
+            layer.merge(extra, width, width + remaining)
+        masks = [live.mask, other.mask]
+        mask = torch.cat([torch.cat([m.new_zeros((m.shape[0], width - m.shape[1])), m], dim=1)
+                          for m in masks])
+        merged = _Live(live.cache, torch.cat([live.logits, other.logits]), mask,
+                       torch.cat([live.position, other.position]),
+                       torch.cat([live.temperature, other.temperature]),
+                       torch.cat([live.top_p, other.top_p]), live.active + other.active)
+        self.stats.largest_batch = max(self.stats.largest_batch, len(merged.active))
+        return merged
 
     def _append(self, row: _Row, token: int, logprob: float) -> bool:
         """Record a sampled token; return whether the row goes on."""

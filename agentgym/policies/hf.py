@@ -4,9 +4,17 @@
 
 **Batching.** Each ``generate`` call queues its requests and awaits them. A worker task waits
 ``batch_wait_ms`` for more to arrive, takes up to ``max_batch_size``, left-pads them and
-decodes them together in one worker thread (so the event loop keeps stepping envs), then
-hands every caller its completions. Episodes that call ``generate`` one request at a time
-thus share forward passes; :attr:`TransformersPolicy.stats` counts batches and passes.
+decodes them together in one worker thread (so the event loop keeps stepping envs). Each
+caller gets its completion the moment its row ends. Episodes that call ``generate`` one
+request at a time thus share forward passes; :attr:`TransformersPolicy.stats` counts batches
+and passes.
+
+**Admission** (first come, first served). Requests that arrive while a batch decodes join it
+between two tokens while it has fewer than ``max_batch_size`` rows (once the oldest of them
+has waited ``batch_wait_ms``, so that near-simultaneous arrivals share one prefill); the
+rest wait in arrival order for the next free row. A long completion therefore holds one
+row, never the queue: a short request behind it starts at the next token. A pending weight
+update stops admission, so the batch in progress ends and the update runs.
 
 **Decoding** (:mod:`agentgym.policies.decoding`). Our own loop over the KV cache, so every
 row keeps its own temperature, top_p, max_tokens, stop strings and seed (its own
@@ -23,9 +31,15 @@ task with the same system prompt and tools) runs only its new tokens: prefill ov
 episode grows as O(T), not O(T²). The store is emptied when the weights change; greedy
 outputs are the same with and without it (tested). ``prefix_cache_mb=0`` turns it off.
 
-**Stopping.** A request whose caller is cancelled (a step timeout, Ctrl-C) leaves the batch
-at the next decoded token, and a batch with no caller left stops, so no decoding outlives
-its callers; :meth:`TransformersPolicy.aclose` stops the batch in progress the same way.
+**Stopping.** A request whose caller is cancelled (a step timeout, Ctrl-C, a client of the
+server that disconnected) leaves the batch at the next decoded token and frees its row, and a
+batch with no caller left stops, so no decoding outlives its callers;
+:meth:`TransformersPolicy.aclose` stops the batch in progress the same way.
+
+**Prompts.** A prompt longer than the model's context is refused before it is tokenized
+where its text alone shows it cannot fit (:attr:`TransformersPolicy.prompt_char_limit`), and
+long prompts are rendered and tokenized in a thread, so a huge prompt never stalls the event
+loop.
 
 **Threads.** On CPU, torch's intra-op threads are capped at the CPUs this process may use
 (its affinity and cgroup quota, :func:`machine_threads`), less the CPUs other work keeps
@@ -55,17 +69,18 @@ busy right now: more threads than free cores only contend.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import os
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, cast
 
 from agentgym.errors import AgentGymError, ConfigError, MissingExtraError, did_you_mean
-from agentgym.policies.base import Completion, GenerationRequest
+from agentgym.policies.base import Completion, GenerationRequest, SamplingParams
 from agentgym.policies.models import load_model, prepare_tokenizer
 from agentgym.prompting import render_prompt
 
@@ -77,6 +92,10 @@ try:
     from agentgym.policies.sampling import completion_logprobs, sample_next
 except ImportError as exc:  # this module is imported only when the backend is used
     raise MissingExtraError(exc.name or "torch", "train", "The transformers backend") from exc
+
+_INLINE_CHARS = 32_000
+"""Prompts with more text than this are rendered and tokenized in a thread, off the loop."""
+_SEED_RANGE = (-2**63, 2**64)  # what torch.Generator.manual_seed takes
 
 __all__ = ["GenerationStats", "PolicyClosedError", "TransformersPolicy", "busy_cpus",
            "completion_logprobs", "machine_threads", "sample_next"]
@@ -142,8 +161,12 @@ class TransformersPolicy:
         self.policy_version = 0
         self._vocab_size = model.get_input_embeddings().num_embeddings
         self._max_positions = self._decoder.max_positions
+        self._longest_token = _longest_token_chars(self.tokenizer)
+        # The queue is shared with the decoding thread (it admits jobs into its batch).
+        self._queue_lock = threading.Lock()
         self._pending: list[Job] = []
-        self._running: list[Job] = []  # the batch being decoded
+        self._running: list[Job] = []  # the batch being decoded, joined jobs included
+        self._updates_waiting = 0
         self._worker: asyncio.Task[None] | None = None
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="agentgym-generate")
         self._lock = threading.Lock()  # one of: a batch decoding, or a weight update
@@ -201,10 +224,19 @@ class TransformersPolicy:
                 raise ConfigError(f"expected GenerationRequest items, got {type(r).__name__}")
         loop = asyncio.get_running_loop()
         # Tokenize here, not in the worker: a bad prompt fails its own caller, not the batch.
-        jobs = [Job(self._prompt_ids(r), r.params, loop.create_future()) for r in requests]
+        if sum(_text_size(r) for r in requests) > _INLINE_CHARS:
+            prompts = await asyncio.to_thread(lambda: [self._prompt_ids(r) for r in requests])
+            if self._closed:
+                raise PolicyClosedError("this TransformersPolicy was closed; create a new one")
+        else:
+            prompts = [self._prompt_ids(r) for r in requests]
+        now = time.monotonic()
+        jobs = [Job(ids, r.params, loop.create_future(), queued_at=now)
+                for ids, r in zip(prompts, requests, strict=True)]
         if not jobs:
             return []
-        self._pending.extend(jobs)
+        with self._queue_lock:
+            self._pending.extend(jobs)
         self.stats.requests += len(jobs)
         if self._worker is None or self._worker.done() or self._worker.get_loop() is not loop:
             self._worker = loop.create_task(self._drain(), name="agentgym-generate-batcher")
@@ -218,20 +250,38 @@ class TransformersPolicy:
                 else:
                     j.future.exception()  # mark as retrieved: gather re-raised the first
 
+    @property
+    def prompt_char_limit(self) -> int | None:
+        """Most characters a prompt's text may have and still fit the model's context.
+
+        A token stands for at most as many characters as the vocabulary's longest entry, so
+        a longer text cannot fit; None when the model names no context length.
+        """
+        if self._max_positions is None:
+            return None
+        return self._max_positions * self._longest_token
+
     def _prompt_ids(self, request: GenerationRequest) -> tuple[int, ...]:
+        _check_seed(request.params)
         if request.prompt_ids:
             ids = request.prompt_ids
         else:
             text = render_prompt(self.tokenizer, request.messages, request.tools)
+            limit = self.prompt_char_limit
+            if limit is not None and len(text) > limit:
+                raise ConfigError(
+                    f"the prompt has {len(text)} characters, more than the model's context of "
+                    f"{self._max_positions} tokens can hold; shorten the history (e.g. a "
+                    "context window)")
             ids = tuple(self.tokenizer(text, add_special_tokens=False)["input_ids"])
         if not ids:
             raise ConfigError("the prompt is empty after tokenization; give messages or ids")
-        bad = [i for i in ids if not 0 <= i < self._vocab_size]
-        if bad:
-            raise ConfigError(f"prompt_ids must be in [0, {self._vocab_size}), got {bad[:5]}")
         if self._max_positions is not None and len(ids) >= self._max_positions:
             raise ConfigError(f"the prompt has {len(ids)} tokens but the model's context is "
                               f"{self._max_positions}; shorten the history (e.g. a context window)")
+        bad = [i for i in ids if not 0 <= i < self._vocab_size]
+        if bad:
+            raise ConfigError(f"prompt_ids must be in [0, {self._vocab_size}), got {bad[:5]}")
         return tuple(ids)
 
     async def _drain(self) -> None:
@@ -240,25 +290,38 @@ class TransformersPolicy:
         while True:
             if 0 < len(self._pending) < self.max_batch_size and self.batch_wait_ms > 0:
                 await asyncio.sleep(self.batch_wait_ms / 1000)
-            self._pending = [j for j in self._pending
-                             if not j.future.done() and j.future.get_loop() is loop]
-            if not self._pending:
-                return
-            batch = self._pending[:self.max_batch_size]
-            del self._pending[:self.max_batch_size]
-            self._running = batch
+            with self._queue_lock:
+                self._pending = [j for j in self._pending
+                                 if not j.future.done() and j.future.get_loop() is loop]
+                if not self._pending:
+                    return
+                batch = self._pending[:self.max_batch_size]
+                del self._pending[:self.max_batch_size]
+                self._running = list(batch)
             try:
-                results = await loop.run_in_executor(self._executor, self._generate_batch, batch)
+                await loop.run_in_executor(self._executor, self._generate_batch, batch, loop)
             except Exception as exc:  # infrastructure fault (e.g. out of memory): tell callers
-                for j in batch:
+                for j in self._running:
                     if not j.future.done():
                         j.future.set_exception(exc)
-                continue
             finally:
-                self._running = []
-            for j, completion in zip(batch, results, strict=True):
-                if not j.future.done():
-                    j.future.set_result(completion)
+                with self._queue_lock:
+                    self._running = []
+
+    def _admit(self, room: int, loop: asyncio.AbstractEventLoop) -> list[Job]:
+        """Queued jobs that join the running batch (called from the decoding thread)."""
+        with self._queue_lock:
+            if self._closed or self._updates_waiting:
+                return []
+            live = [j for j in self._pending
+                    if not j.cancelled and not j.future.done() and j.future.get_loop() is loop]
+            if not live or (len(live) < room and time.monotonic() - live[0].queued_at
+                            < self.batch_wait_ms / 1000):
+                return []  # let near-simultaneous arrivals gather into one prefill
+            taken = live[:room]
+            self._pending = live[room:]
+            self._running.extend(taken)
+            return taken
 
     @property
     def model(self) -> Any:
@@ -279,10 +342,19 @@ class TransformersPolicy:
         """Work counters."""
         return self._decoder.stats
 
-    def _generate_batch(self, jobs: list[Job]) -> list[Completion]:
-        """Decode ``jobs`` together (runs in the worker thread)."""
+    def _generate_batch(self, jobs: list[Job], loop: asyncio.AbstractEventLoop) -> None:
+        """Decode ``jobs`` and those that join them (runs in the worker thread)."""
+
+        def finished(job: Job, completion: Completion) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits
+                loop.call_soon_threadsafe(_resolve, job, completion)
+
+        while self._updates_waiting and not self._closed:  # a weight update goes first
+            time.sleep(0.001)
         with self._lock, torch.inference_mode():
-            return self._decoder.run(jobs, self.policy_version)
+            self._decoder.run(jobs, self.policy_version, finished=finished,
+                              admit=lambda room: self._admit(room, loop),
+                              max_rows=self.max_batch_size)
 
 
     def load_state_dict(self, state_dict: Mapping[str, torch.Tensor], *, strict: bool = True,
@@ -297,7 +369,7 @@ class TransformersPolicy:
         Returns:
             The new policy version.
         """
-        with self._lock, torch.no_grad():
+        with self._update():
             self.model.load_state_dict(state_dict, strict=strict)
             return self._bump(version)
 
@@ -329,7 +401,7 @@ class TransformersPolicy:
         """
         items = cast(list[tuple[str, torch.Tensor]], list(
             named_tensors.items() if isinstance(named_tensors, Mapping) else named_tensors))
-        with self._lock, torch.no_grad():
+        with self._update():
             own = self.model.state_dict(keep_vars=True)
             for name, tensor in items:
                 if name not in own:
@@ -342,6 +414,18 @@ class TransformersPolicy:
                 own[name].copy_(tensor)
             return self._bump(version)
 
+    @contextlib.contextmanager
+    def _update(self) -> Iterator[None]:
+        """Hold the weights for an update: no job joins the batch in progress meanwhile."""
+        with self._queue_lock:
+            self._updates_waiting += 1
+        try:
+            with self._lock, torch.no_grad():
+                yield
+        finally:
+            with self._queue_lock:
+                self._updates_waiting -= 1
+
     def _bump(self, version: int | None) -> int:
         self.prefix_store.clear()  # keys and values of the old weights
         self.policy_version = self.policy_version + 1 if version is None else int(version)
@@ -351,12 +435,14 @@ class TransformersPolicy:
         """Fail queued requests, stop the batch in progress, end the thread; idempotent."""
         if self._closed:
             return
-        self._closed = True
-        for j in [*self._pending, *self._running]:
+        with self._queue_lock:
+            self._closed = True
+            jobs = [*self._pending, *self._running]
+            self._pending.clear()
+        for j in jobs:
             j.cancelled = True  # the decoder stops at its next token
             if not j.future.done():
                 j.future.set_exception(PolicyClosedError("the policy was closed"))
-        self._pending.clear()
         self.prefix_store.clear()
         worker = self._worker
         if worker is not None and not worker.done():
@@ -371,6 +457,36 @@ class TransformersPolicy:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+
+def _resolve(job: Job, completion: Completion) -> None:
+    if not job.future.done():
+        job.future.set_result(completion)
+
+
+def _text_size(request: GenerationRequest) -> int:
+    """About how many characters the request's prompt renders to (0 for token ids)."""
+    if request.prompt_ids:
+        return 0
+    size = sum(len(m.content) + 16 + sum(len(repr(c.arguments)) for c in m.tool_calls)
+               for m in request.messages)
+    return size + sum(len(t.description) + len(repr(t.parameters)) for t in request.tools)
+
+
+def _check_seed(params: SamplingParams) -> None:
+    low, high = _SEED_RANGE
+    if params.seed is not None and not (isinstance(params.seed, int)
+                                        and low <= params.seed < high):
+        raise ConfigError(f"seed must be an integer in [-2**63, 2**64), got {params.seed!r}")
+
+
+def _longest_token_chars(tokenizer: Any) -> int:
+    """Characters of the vocabulary's longest entry (byte-level entries count bytes)."""
+    try:
+        vocab = tokenizer.get_vocab()
+        return max(1, max(map(len, vocab))) if vocab else 64
+    except (AttributeError, NotImplementedError, TypeError, ValueError):
+        return 64  # a tokenizer that cannot list its vocabulary: a generous bound
 
 
 def machine_threads() -> int:

@@ -94,6 +94,26 @@ class GrowingLayer(DynamicLayer):
             self._v = self._v.repeat_interleave(repeats, dim=0)
             self.keys, self.values = self._k[:, :, :self.length], self._v[:, :, :self.length]
 
+    def merge(self, other: GrowingLayer, width: int, capacity: int) -> None:
+        """Append ``other``'s rows after this layer's, both right-aligned to ``width`` columns.
+
+        The columns left of a shorter part are zeros: the caller's attention mask must mark
+        them as pads. ``capacity`` reserves room for the tokens still to come.
+        """
+        parts = [(self._k, self._v, self.length), (other._k, other._v, other.length)]
+        rows = sum(k.shape[0] for k, _, _ in parts)
+        k0 = parts[0][0]
+        shape = (rows, k0.shape[1], max(capacity, width), k0.shape[-1])
+        keys, values = k0.new_zeros(shape), k0.new_zeros(shape)
+        start = 0
+        for k, v, length in parts:
+            stop = start + k.shape[0]
+            keys[start:stop, :, width - length:width] = k[:, :, :length]
+            values[start:stop, :, width - length:width] = v[:, :, :length]
+            start = stop
+        self._k, self._v, self.length = keys, values, width
+        self.keys, self.values = keys[:, :, :width], values[:, :, :width]
+
     def batch_select_indices(self, indices: torch.Tensor) -> None:
         """Keep the rows at ``indices``."""
         if self.length:
