@@ -286,12 +286,13 @@ def serve(
     Clients: ``agentgym rollout ENV --policy openai:http://HOST:PORT/v1 --model NAME``, vLLM
     style clients, or the ``openai`` package. Ctrl-C stops the server.
     """
-    from agentgym.policies.hf import TransformersPolicy
-    from agentgym.serve import serve as run_server
+    from agentgym.serve_cli import check_options, load_policy, run
 
-    name = model_name or model.removeprefix("hf:")
-    policy = TransformersPolicy.load(model.removeprefix("hf:"), device=device, dtype=dtype,
-                                     max_batch_size=max_batch_size)
+    path = model.removeprefix("hf:")
+    check_options(path, host=host, port=port, device=device, dtype=dtype,
+                  max_batch_size=max_batch_size)  # before the model loads
+    name = model_name or path
+    policy = load_policy(path, device=device, dtype=dtype, max_batch_size=max_batch_size)
 
     def ready(url: str) -> None:
         console.print(f"serving [bold]{name}[/bold] at [cyan]{url}[/cyan] (Ctrl-C stops)")
@@ -300,7 +301,7 @@ def serve(
 
     async def main() -> None:
         try:
-            await run_server(policy, host, port, model_name=name, on_ready=ready)
+            await run(policy, host, port, model_name=name, on_ready=ready)
         finally:
             await policy.aclose()
 
