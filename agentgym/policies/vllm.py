@@ -154,7 +154,7 @@ class VLLMPolicy:
             memory.update(enable_lora=True, max_loras=2,
                           max_lora_rank=_lora_rank(int(self._lora_config.get("r", 16))))
         args = AsyncEngineArgs(
-            model=model, dtype=dtype, max_model_len=max_model_len, seed=seed,
+            model=model, dtype=dtype,  # pyright: ignore[reportArgumentType] max_model_len=max_model_len, seed=seed,
             enforce_eager=on_cpu if enforce_eager is None else enforce_eager,
             enable_prefix_caching=True, logprobs_mode="processed_logprobs",
             max_num_seqs=max_num_seqs, worker_extension_cls=f"{__name__}.WeightSyncExtension",
@@ -202,8 +202,9 @@ class VLLMPolicy:
             raise AgentGymError("vLLM returned no output for a request")
         out = final.outputs[0]
         token_ids = tuple(out.token_ids)
-        logprobs = tuple(float(step[t].logprob)
-                         for step, t in zip(out.logprobs or (), token_ids, strict=True))
+        steps: Sequence[Any] = out.logprobs or ()
+        logprobs = tuple(float(step[t].logprob)  # pyright: ignore[reportOptionalSubscript]
+                         for step, t in zip(steps, token_ids, strict=True))
         return Completion(self.tokenizer.decode(token_ids, skip_special_tokens=True),
                           tuple(ids), token_ids, logprobs,
                           "length" if out.finish_reason == "length" else "stop",
@@ -225,8 +226,9 @@ class VLLMPolicy:
         Running requests finish on the old weights first; requests that arrive meanwhile
         start on the new ones. Empty ``named_tensors`` moves only the version.
         """
-        items = list(named_tensors.items() if isinstance(named_tensors, Mapping)
-                     else named_tensors)
+        pairs: Iterable[Any] = (named_tensors.items() if isinstance(named_tensors, Mapping)
+                                else named_tensors)
+        items: list[tuple[str, Any]] = [(str(name), tensor) for name, tensor in pairs]
         async with self._sync_lock:
             self._open.clear()
             try:
