@@ -34,6 +34,7 @@ import numpy as np
 from agentgym.trainers.advantages.gae import VALUE_KEY
 from agentgym.trainers.batching import TrainingDataError
 from agentgym.trainers.config import ValueConfig
+from agentgym.trainers.finite import check_fit
 from agentgym.trainers.progress import (
     Packed,
     ProgressModel,
@@ -146,7 +147,10 @@ class Critic:
             loss = 0.5 * torch.maximum((pred - target) ** 2, (clipped - target) ** 2).sum() / n
             loss.backward()
             total += float(loss.detach())
-        torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], 1.0)
+        norm = torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad],
+                                              1.0)
+        check_fit("the value model (GAE's critic)", total, float(norm),
+                  "lower algorithm.value.lr or check the rewards for extreme values")
         self.optimizer.step()
         model.eval()
         return total

@@ -49,6 +49,25 @@ def check_update(step: int, loss: float, grad_norm: float, *, optimizer_step: in
                 f"{optimizer_step} of {optimizer_steps}), not a finite number; {_fix(step)}")
 
 
+def check_fit(model: str, loss: float, grad_norm: float, fix: str) -> None:
+    """Raise unless an auxiliary model's optimizer step has a finite loss and gradient norm.
+
+    Called before the step is taken (GAE's critic, SPA's progress model).
+
+    Args:
+        model: What is fit, for the message ("the value model").
+        loss: Its loss over the optimizer step.
+        grad_norm: Its gradient norm before clipping.
+        fix: The setting to change ("lower value.lr").
+    """
+    for name, value in (("loss", loss), ("gradient norm", grad_norm)):
+        if not math.isfinite(value):
+            raise NonFiniteError(
+                f"fitting {model}: the {name} is {value}, not a finite number; its weights "
+                f"were not updated and the run stops before this step is checkpointed: {fix}, "
+                "then resume with --resume or start again")
+
+
 def check_weights(step: int, named_parameters: Iterable[tuple[str, torch.Tensor]],
                   all_ranks: Callable[[float], float] | None = None) -> None:
     """Raise unless every updated (trainable) parameter is finite.

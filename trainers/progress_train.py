@@ -38,6 +38,7 @@ import torch
 from agentgym.jsonl import read_trajectories, write_trajectories
 from agentgym.trainers.advantages.spa import PROGRESS_KEY
 from agentgym.trainers.config import ProgressConfig, TrainConfig
+from agentgym.trainers.finite import check_fit
 from agentgym.trainers.metrics import succeeded
 from agentgym.trainers.progress import (
     Packed,
@@ -107,8 +108,10 @@ class ProgressFitter:
             loss = sum_loss(self.model(rows), [p.target for p in rows]) / len(batch)
             loss.backward()  # accumulate: the sum over parts is the batch mean
             total += float(loss.detach())
-        if self.config.grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(params, self.config.grad_clip)
+        norm = torch.nn.utils.clip_grad_norm_(
+            params, self.config.grad_clip if self.config.grad_clip > 0 else float("inf"))
+        check_fit("SPA's progress model", total, float(norm),
+                  "lower progress.lr or check the rewards for extreme values")
         self.optimizer.step()
         return total
 

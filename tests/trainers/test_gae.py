@@ -129,3 +129,19 @@ def test_spa_with_gae_saves_and_resumes_its_value_head(tmp_path, tiny_model_dir)
     rows = read_metrics(tmp_path / "run")
     assert [r["step"] for r in rows] == [1, 2]
     assert all(math.isfinite(r["value/loss"]) for r in rows)
+
+
+def test_a_non_finite_return_stops_the_critic_before_its_step():
+    from agentgym.trainers.finite import NonFiniteError
+
+    lm = tiny()
+    critic = Critic.from_policy(lm, ValueConfig(lr=3e-3, epochs=1))
+    groups = [Group("task", (traj("a", [0.0, 1.0], [None, None], base=10),))]
+    annotated = critic.annotate(groups)
+    returns = {k: np.full_like(v, np.nan) for k, v in
+               get_estimator("gae", gamma=1.0, lam=1.0).returns(annotated).items()}
+    before = {n: p.clone() for n, p in critic.model.named_parameters()}
+    with pytest.raises(NonFiniteError, match=r"fitting the value model .GAE's critic.: the "
+                                             r"loss is nan.*lower algorithm.value.lr"):
+        critic.fit(annotated, returns)
+    assert all(torch.equal(p, before[n]) for n, p in critic.model.named_parameters())

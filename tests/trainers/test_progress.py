@@ -180,3 +180,16 @@ def test_cli_rejects_trajectories_without_tokens(tiny_model_dir, tmp_path):
                                       str(tiny_model_dir), "--heldout", "0"])
     assert isinstance(result.exception, TrainingDataError)
     assert "no recorded tokens" in str(result.exception)
+
+
+
+def test_a_non_finite_loss_stops_the_progress_model_before_its_step():
+    from agentgym.trainers.finite import NonFiniteError
+
+    fitter = ProgressFitter(small_vocab_model(), ProgressConfig(lr=1e-3, head_lr=1e-2,
+                                                                batch_size=4))
+    with torch.no_grad():  # a diverged model: every prediction, so the loss, is NaN
+        next(p for p in fitter.model.parameters() if p.requires_grad).fill_(float("nan"))
+    with pytest.raises(NonFiniteError, match="fitting SPA's progress model: the loss is nan"):
+        fitter.fit(synthetic(4, seed=3), epochs=1)
+    assert not fitter.optimizer.state  # no optimizer step was taken
