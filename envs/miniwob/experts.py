@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 from agentgym.errors import ConfigError
 from agentgym.types import Message, ToolCall
 
+from .env import HANG_S
+
 if TYPE_CHECKING:
     from .env import MiniWoBEnv
 
@@ -30,6 +32,15 @@ SOLVERS: dict[str, Solver] = {}
 
 class ExpertError(RuntimeError):
     """The solver found no move on this page (a page it was not written for)."""
+
+
+def read_timeout_ms(env: MiniWoBEnv) -> float:
+    """How long a solver's own read of the page may wait, in milliseconds.
+
+    The solver's lookups are not the agent's actions: on a loaded machine with many episodes
+    in flight they slow down, and the bound is the env's hang limit, not its action timeout.
+    """
+    return (env.action_timeout + HANG_S) * 1000
 
 
 def solver(*tasks: str) -> Callable[[Solver], Solver]:
@@ -73,7 +84,8 @@ async def targets(env: MiniWoBEnv, js: str, arg: Any = None) -> list[Call]:
             inside = None
             for element in sorted(env.elements.values(), key=lambda e: e.name != text):
                 relation = await env.locator(element).evaluate(
-                    "(e, t) => e === t ? 2 : (t.contains(e) ? 1 : 0)", node, timeout=env.timeout_ms)
+                    "(e, t) => e === t ? 2 : (t.contains(e) ? 1 : 0)", node,
+                    timeout=read_timeout_ms(env))
                 if relation == 2:
                     calls.append(("click", {"ref": element.ref}))
                     break
@@ -105,7 +117,7 @@ async def _by_point(env: MiniWoBEnv, node: Any) -> Call:
           let box = t.parentElement;
           while (box && !(box.scrollHeight > box.clientHeight + 1)) box = box.parentElement;
           return !!box && box !== document.documentElement && box.contains(e);
-        }""", node, timeout=env.timeout_ms)
+        }""", node, timeout=read_timeout_ms(env))
         if near:
             return ("scroll", {"ref": element.ref, "direction": "down" if below else "up"})
     return ("scroll", {"direction": "down" if below else "up"})
