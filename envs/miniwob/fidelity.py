@@ -12,20 +12,31 @@ coordinates or scroll. For one (task, seed) and one policy, two runs:
   clicks on the snapshot's refs) acts through the env's tools on its snapshot refs, and each
   call is recorded with the element it named (its position in the DOM tree);
 - **MiniWoB**: the task's page from the installed package in a plain Chromium page (no
-  agentgym code, the page's real clock), started as MiniWoB's Python side starts it, with each
-  recorded call translated to MiniWoB's primitives: ``click`` -> ``core.elementClick`` on the
-  element's MiniWoB ref; ``type`` -> ``core.elementClick`` then key events; ``press`` -> a key
-  event; ``click_xy``/``drag`` -> pointer events; ``wait`` -> real time. MiniWoB has no
-  select or scroll-box primitive, so ``select`` focuses with ``core.elementClick`` and picks the
-  option as the browser does (``selected``, then ``input`` and ``change`` events), and
-  ``scroll`` sets the box to the offset the env's scroll reached.
+  agentgym code), started as MiniWoB's Python side starts it, with each recorded call
+  translated to MiniWoB's primitives: ``click`` -> ``core.elementClick`` on the element's
+  MiniWoB ref; ``type`` -> ``core.elementClick`` then key events; ``press`` -> a key event;
+  ``click_xy``/``drag`` -> pointer events. MiniWoB has no select or scroll-box primitive, so
+  ``select`` focuses with ``core.elementClick`` and picks the option as the browser does
+  (``selected``, then ``input`` and ``change`` events), and ``scroll`` sets the box to the
+  offset the env's scroll reached. As MiniWoB's own ``perform`` does, no call runs once
+  the page has ended the episode.
+
+**Time.** The page's JavaScript (generator, reward function, timer) runs unchanged; only the
+clock it reads is held equal to the env's protocol: a paused Playwright clock that moves
+``turn_ms`` after each step the episode is still running and what ``wait`` asks for, the same
+calls the env makes on its own page. MiniWoB's own harness runs the page's real clock instead,
+which makes its outcome depend on how fast the machine replays (a first sweep so run, at
+load average 20, had 47 of 215 episodes end differently; the 19 of them rerun at a
+concurrency of 4 all agreed). So this check compares how the two sides act and score when
+they are given the same time; that a turn is worth ``turn_ms`` of page time is the env's
+protocol (``docs/miniwob.md``), which a replay cannot check.
 
 Compared at every step as :class:`~agentgym.fidelity.StepRecord`: the page state (the task
 area's text and every field's value or check, read with the same script on both pages; at the
-reset also the utterance), the raw reward when the page ends the episode (None before),
-``terminated``; then success (raw reward 1). Not compared: the time-discounted reward (the
-env's page clock stands still while the policy thinks, MiniWoB's runs), and the env's
-snapshot text (a rendering of the same page, checked through the page state instead).
+reset also the utterance), the raw reward when the page ends the episode (None before), the
+time-discounted reward as the score (MiniWoB's ``WOB_REWARD_GLOBAL``: equal only if the page
+time used is), ``terminated``; then success (raw reward 1). Not compared: the env's snapshot
+text (a rendering of the same page, checked through the page state instead).
 
 Run ``python -m agentgym.envs.miniwob.fidelity --help``; tests in
 ``tests/envs/miniwob/test_fidelity.py``.
@@ -61,7 +72,7 @@ DOM_PATH = """e => { const p = [];
                                      e = e.parentElement; }
   return p; }"""
 FIND = "p => { let e = document.body; for (const i of p) e = e && e.children[i]; return e; }"
-READ = "() => [WOB_DONE_GLOBAL, WOB_RAW_REWARD_GLOBAL]"
+READ = "() => [WOB_DONE_GLOBAL, WOB_RAW_REWARD_GLOBAL, WOB_REWARD_GLOBAL]"
 
 
 @dataclass(frozen=True)
@@ -138,8 +149,9 @@ async def env_run(case: Case) -> tuple[list[StepRecord], bool, list[list[Call]],
             calls.append(recorded)
             state = await inner.page.evaluate(PAGE_STATE)
             raw = result.info.get("raw_reward") if result.done else None
-            steps.append(StepRecord(_describe(recorded), state, raw, None, result.terminated,
-                                    result.truncated))
+            discounted = result.info.get("env_reward") if result.done else None
+            steps.append(StepRecord(_describe(recorded), state, raw, discounted,
+                                    result.terminated, result.truncated))
             if result.done:
                 success = bool(result.info.get("success"))
                 break
@@ -193,7 +205,7 @@ async def _apply(page: Any, call: Call) -> None:
         await page.mouse.move(float(args["x2"]), float(args["y2"]), steps=8)
         await page.mouse.up()
     elif call.name == "wait":
-        await asyncio.sleep(float(args.get("seconds", 0)))
+        await page.clock.run_for(int(float(args.get("seconds", 0)) * 1000))
     elif call.name == "scroll" and call.offset is not None:
         script = ("([p, y]) => { let b = (" + FIND + ")(p);"
                   " while (b && !(b.scrollHeight > b.clientHeight + 1 &&"
@@ -206,22 +218,26 @@ async def miniwob_run(case: Case, calls: Sequence[Sequence[Call]], turn_ms: int,
                       ) -> tuple[list[StepRecord], bool]:
     """The recorded calls on MiniWoB's own page, started and driven as MiniWoB does.
 
-    After each step's calls the page runs for ``turn_ms`` of real time, the page time the
-    env's protocol gives a turn (suggestions that appear after a delay, animations).
+    Page time passes as the env's protocol lets it pass (``turn_ms`` per turn, plus what
+    ``wait`` asks for, on a paused clock), so the two runs differ only in how they act, not
+    in how fast the machine is (see the module docstring).
     """
-    from agentgym.envs.miniwob.env import HIDE_HUD
+    from agentgym.envs.miniwob.env import EPOCH_MS, HIDE_HUD
 
     context = await browser.new_context(viewport={"width": 320, "height": 320})
     try:
         page = await context.new_page()
+        await page.clock.install(time=EPOCH_MS)
+        await page.clock.pause_at(EPOCH_MS + 1000)
         await page.goto(task_page(case.task).as_uri(), wait_until="load")
         await page.add_style_tag(content=HIDE_HUD)  # as the env does; outside the task area
+        await page.clock.run_for(100)
         await page.evaluate("s => { Math.seedrandom(s); core.setDataMode('train');"
                             " core.startEpisodeReal(); }", case.seed)
         for _ in range(100):  # MiniWoB's begin_task waits for WOB_TASK_READY the same way
             if await page.evaluate("() => WOB_TASK_READY"):
                 break
-            await asyncio.sleep(0.05)
+            await page.clock.run_for(50)
         utterance = await page.evaluate(
             "() => { const u = core.getUtterance(); return typeof u === 'string' ? u"
             " : u.utterance; }")
@@ -230,14 +246,16 @@ async def miniwob_run(case: Case, calls: Sequence[Sequence[Call]], turn_ms: int,
         success = False
         for step in calls:
             for call in step:
+                if (await page.evaluate(READ))[0]:  # MiniWoB acts on no ended episode
+                    break
                 await _apply(page, call)
-            done, raw = await page.evaluate(READ)
+            done, raw, discounted = await page.evaluate(READ)
             if not done:
-                await asyncio.sleep(turn_ms / 1000)
-                done, raw = await page.evaluate(READ)
+                await page.clock.run_for(turn_ms)
+                done, raw, discounted = await page.evaluate(READ)
             state = await page.evaluate(PAGE_STATE)
-            steps.append(StepRecord(_describe(step), state, float(raw) if done else None, None,
-                                    bool(done), False))
+            steps.append(StepRecord(_describe(step), state, float(raw) if done else None,
+                                    float(discounted) if done else None, bool(done), False))
             if done:
                 success = float(raw) >= 1.0
                 break
@@ -259,7 +277,8 @@ async def run(all_cases: Sequence[Case], concurrency: int | None = None) -> list
     """Both sides of every case.
 
     The env side runs concurrently (default: the rollout default concurrency), then MiniWoB's
-    side one case at a time (its real clock is running).
+    side one case at a time (its page time does not depend on that; one page keeps it
+    simple). A side that fails is recorded as a difference, never a lost run.
     """
     from playwright.async_api import async_playwright
 
@@ -272,20 +291,34 @@ async def run(all_cases: Sequence[Case], concurrency: int | None = None) -> list
         async with limit:
             return await env_run(case)
 
-    ours = await asyncio.gather(*(one(c) for c in all_cases))
-    refs = []
+    # every episode finishes (and closes its page) even when another fails
+    ours = await asyncio.gather(*(one(c) for c in all_cases), return_exceptions=True)
+    out = []
     async with async_playwright() as playwright:
         browser = await playwright.chromium.launch(executable_path=CHROMIUM,
                                                    args=list(CHROMIUM_ARGS), headless=True)
         try:
-            for case, (_, _, calls, turn_ms) in zip(all_cases, ours, strict=True):
-                refs.append(await miniwob_run(case, calls, turn_ms, browser))
+            for case, got in zip(all_cases, ours, strict=True):
+                episode = f"seed {case.seed} [{case.policy}]"
+                if isinstance(got, BaseException):  # the env side failed: a difference
+                    out.append(compare(FAMILY, case.task, episode, [], [_failed(got)],
+                                       reference_success=False, agentgym_success=False))
+                    continue
+                steps, ok, calls, turn_ms = got
+                try:
+                    ref, ref_ok = await miniwob_run(case, calls, turn_ms, browser)
+                except Exception as exc:  # noqa: BLE001 - MiniWoB's side failed: a difference
+                    ref, ref_ok = [_failed(exc)], False
+                out.append(compare(FAMILY, case.task, episode, ref, steps,
+                                   reference_success=ref_ok, agentgym_success=ok))
         finally:
             await browser.close()
-    return [compare(FAMILY, c.task, f"seed {c.seed} [{c.policy}]", ref, got,
-                    reference_success=ref_ok, agentgym_success=got_ok)
-            for c, (ref, ref_ok), (got, got_ok, _, _) in zip(all_cases, refs, ours,
-                                                             strict=True)]
+    return out
+
+
+def _failed(exc: BaseException) -> StepRecord:
+    """A side that raised, as a step that cannot match the other side's."""
+    return StepRecord("(error)", f"{type(exc).__name__}: {exc}", None, None, False, False)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
