@@ -82,7 +82,9 @@ class ServeLimits:
     """What the server accepts from a client, and how long it waits for one.
 
     Attributes:
-        max_body_bytes: Largest request body (after decompression); larger is 413.
+        max_body_bytes: Largest request body (after decompression); larger is 413. A policy
+            that knows how much text its context holds (``prompt_char_limit``) lowers it to
+            what such a prompt can take in JSON (:func:`body_limit`).
         body_timeout_s: Time for the whole body to arrive once the head has; then 408.
         idle_timeout_s: Time a connection may take to send a complete request head, and may
             stay idle between requests, before it is closed.
@@ -112,6 +114,22 @@ class ServeLimits:
 
 
 MAX_BODY = ServeLimits().max_body_bytes
+
+
+def body_limit(policy: Policy, limits: ServeLimits) -> int:
+    r"""The largest body worth reading for ``policy``: at most ``limits.max_body_bytes``.
+
+    A prompt of ``prompt_char_limit`` characters takes at most 12 bytes a character in JSON
+    (a character beyond the BMP escaped as a surrogate pair, ``\ud83d\ude00``); a body larger
+    than that plus 1 MiB of other fields cannot fit the model's context, so it is refused
+    (413) before it is read or parsed.
+    """
+    chars = getattr(policy, "prompt_char_limit", None)
+    if isinstance(chars, int) and not isinstance(chars, bool) and chars > 0:
+        return min(limits.max_body_bytes, 12 * chars + 2**20)
+    return limits.max_body_bytes
+
+
 _LIMITS = web.AppKey("limits", ServeLimits)
 
 
@@ -131,7 +149,7 @@ def create_app(policy: Policy, model_name: str, limits: ServeLimits | None = Non
     """
     limits = limits or ServeLimits()
     routes = _Routes(policy, model_name, limits)
-    app = web.Application(client_max_size=limits.max_body_bytes, middlewares=[_errors])
+    app = web.Application(client_max_size=routes.max_body, middlewares=[_errors])
     app[_LIMITS] = limits
     app.add_routes([
         web.get("/v1/models", routes.models),
@@ -243,6 +261,7 @@ class _Routes:
         self.model_name = model_name
         self.limits = limits
         self.in_progress = 0
+        self.max_body = body_limit(policy, limits)
         # Parsing and tokenizing big inputs: off the event loop, two at a time at most.
         self._executor = ThreadPoolExecutor(2, thread_name_prefix="agentgym-serve")
 
@@ -370,10 +389,12 @@ class _Routes:
 
     async def _read(self, request: web.Request) -> bytes:
         """The body, within the size and time limits; a body its encoding does not fit is 400."""
-        limit = self.limits.max_body_bytes
+        limit = self.max_body
+        why = " (more cannot fit the model's context)" if limit < self.limits.max_body_bytes \
+            else ""
         if request.content_length is not None and request.content_length > limit:
             raise BadRequest(f"the request body has {request.content_length} bytes; this "
-                             f"server accepts at most {limit}", status=413)
+                             f"server accepts at most {limit}{why}", status=413)
         try:
             async with asyncio.timeout(self.limits.body_timeout_s):
                 return await request.read()
@@ -382,7 +403,8 @@ class _Routes:
                              f"{self.limits.body_timeout_s:g} s", status=408) from None
         except web.HTTPRequestEntityTooLarge:
             raise BadRequest(f"the request body is larger than {limit} bytes (after "
-                             "decompression), the most this server accepts", status=413) from None
+                             f"decompression), the most this server accepts{why}", status=413
+                             ) from None
         except web.RequestPayloadError as exc:
             encoding = request.headers.get("Content-Encoding")
             if encoding:

@@ -17,6 +17,7 @@ from agentgym.serve import create_app, serve
 from agentgym.types import Message, ToolCall, ToolSpec
 
 MODEL = "canned"
+READY_S = 60.0  # generous: a server's start on a busy machine
 CALL_TEXT = 'Let me add.<tool_call>{"name": "add", "arguments": {"a": 1, "b": 2}}</tool_call>'
 ADD = ToolSpec("add", "Add two numbers.", {"type": "object", "properties": {
     "a": {"type": "integer"}, "b": {"type": "integer"}}})
@@ -245,11 +246,17 @@ async def test_serve_binds_loopback_and_stops_on_cancel():
     ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
     task = asyncio.create_task(serve(CannedPolicy(), port=0, model_name=MODEL,
                                      on_ready=ready.set_result))
-    url = await asyncio.wait_for(ready, 5)
-    assert url.startswith("http://127.0.0.1:") and url.endswith("/v1")
-    async with ClientSession() as session, session.get(f"{url}/models") as resp:
-        assert (await resp.json())["data"][0]["id"] == MODEL
-    task.cancel()
+    try:
+        # Readiness, not a fixed time: a busy machine may take long to bind.
+        done, _ = await asyncio.wait({ready, task}, timeout=READY_S,
+                                     return_when=asyncio.FIRST_COMPLETED)
+        assert ready in done, f"the server did not start in {READY_S} s"
+        url = ready.result()
+        assert url.startswith("http://127.0.0.1:") and url.endswith("/v1")
+        async with ClientSession() as session, session.get(f"{url}/models") as resp:
+            assert (await resp.json())["data"][0]["id"] == MODEL
+    finally:
+        task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
 

@@ -158,5 +158,11 @@ async def test_a_prompt_that_cannot_fit_is_refused_before_tokenizing(
                 async with session.post(url + path, json=body) as resp:
                     assert resp.status == 400
                     assert (await resp.json())["error"]["param"] == param
+            # A body that cannot fit the context even as escaped text is not even read.
+            async with session.post(url + "/v1/completions", data=b"x" * (12 * limit + 2**21),
+                                    headers={"Content-Type": "application/json"}) as resp:
+                assert resp.status == 413
+                assert "cannot fit the model's context" in (await resp.json())["error"]["message"]
         with pytest.raises(ConfigError, match="seed must be an integer"):
             await policy.generate([req("hi", 2, seed=2**70)])
+
