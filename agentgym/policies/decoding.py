@@ -39,6 +39,7 @@ from agentgym.policies.sampling import sample_next
 
 _STOP_WINDOW_EXTRA = 8  # tokens decoded beyond the longest stop string when checking stops
 _MIN_SHARED_PREFIX = 8  # shorter common prefixes are not worth an extra forward pass
+_JOIN_RESERVE = 256  # cache columns reserved ahead when rows join a batch
 PREFILL_CHUNK = 512
 """Positions per prefill forward pass for prompts longer than twice this (shorter prompts
 run in one pass, as before)."""
@@ -420,8 +421,10 @@ class BatchDecoder:
         rows.extend(new)
         self.stats.joined += len(new)
         width = max(live.mask.shape[1], other.mask.shape[1])
-        remaining = max(rows[i].max_tokens - len(rows[i].ids)
-                        for i in (*live.active, *other.active))
+        # Room for the next tokens only: a long row's reserve would be copied at every join
+        # and leave; the layers grow by half when it runs out.
+        remaining = min(_JOIN_RESERVE, max(rows[i].max_tokens - len(rows[i].ids)
+                                           for i in (*live.active, *other.active)))
         for layer, extra in zip(live.cache.layers, other.cache.layers, strict=True):
             layer.merge(extra, width, width + remaining)
         masks = [live.mask, other.mask]

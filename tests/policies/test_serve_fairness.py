@@ -166,3 +166,41 @@ async def test_a_prompt_that_cannot_fit_is_refused_before_tokenizing(
         with pytest.raises(ConfigError, match="seed must be an integer"):
             await policy.generate([req("hi", 2, seed=2**70)])
 
+
+def test_a_join_reserves_room_for_the_next_tokens_only(model: Any, tokenizer: Any,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A row far from its end does not make each join allocate its whole remaining length
+    (it would be copied at every join); the cache grows by half when the reserve runs out."""
+    import torch
+
+    from agentgym.policies import kv_cache
+    from agentgym.policies.decoding import BatchDecoder, Job
+    from agentgym.policies.models import prepare_tokenizer
+
+    reserved: list[int] = []
+    plain = kv_cache.GrowingLayer.merge
+
+    def merge(self: Any, other: Any, width: int, capacity: int) -> None:
+        reserved.append(capacity - width)
+        plain(self, other, width, capacity)
+
+    monkeypatch.setattr(kv_cache.GrowingLayer, "merge", merge)
+    tok = prepare_tokenizer(copy.deepcopy(tokenizer))
+    decoder = BatchDecoder(model, tok, kv_cache.PrefixStore(0))
+    decoder.eos_ids = frozenset()
+    greedy = {"temperature": 0.0}
+    long = Job(tuple(tok("talk")["input_ids"]), SamplingParams(max_tokens=3000, **greedy), None)
+    short = Job(tuple(tok("hi there")["input_ids"]), SamplingParams(max_tokens=4, **greedy),
+                None)
+    queue = [short]
+
+    def admit(room: int) -> list[Job]:
+        if not queue:
+            long.cancelled = True  # the join happened: no need to decode 3000 tokens
+        taken, queue[:] = queue[:room], queue[room:]
+        return taken
+
+    with torch.inference_mode():
+        done = decoder.run([long], 0, admit=admit, max_rows=2)
+    assert decoder.stats.joined == 1 and len(done[1].completion_ids) == 4
+    assert reserved and max(reserved) <= 256  # before: 2999 columns for the long row
