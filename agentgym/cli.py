@@ -558,6 +558,10 @@ from agentgym.envs.swe.mining.cli import app as swe_app  # noqa: E402  (docker i
 
 app.add_typer(swe_app, name="swe")
 
+from agentgym.envs.openenv.cli import app as openenv_app  # noqa: E402  (openenv-core lazily)
+
+app.add_typer(openenv_app, name="openenv")
+
 
 def main() -> None:
     """Console-script entry point: caller mistakes print one clear line, not a traceback.
