@@ -12,16 +12,12 @@ from typing import Any
 
 from credit_units import Setup, Unit, completion_loss, machine, metrics, variant_name
 
+from agentgym.evaluation.stats import seed_t_interval
+
 
 def interval(values: list[float]) -> tuple[float, float]:
     """Mean and the half-width of a t 95% interval over seeds (0 for one seed)."""
-    n = len(values)
-    mean = sum(values) / n
-    if n < 2:
-        return mean, 0.0
-    t = {2: 12.706, 3: 4.303, 4: 3.182, 5: 2.776}.get(n, 2.0)
-    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
-    return mean, t * sd / math.sqrt(n)
+    return seed_t_interval(values)
 
 
 def sft_where(s: Setup) -> str:

@@ -16,16 +16,15 @@ somewhat narrow when a suite has several rollouts per task).
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from agentgym.errors import ConfigError, SchemaError
 from agentgym.evaluation.metrics import entry_of
-from agentgym.evaluation.report import wilson
 from agentgym.evaluation.results import RESULTS_FILE, load_results
+from agentgym.evaluation.stats import bootstrap_diff, newcombe
 from agentgym.jsonl import loads_strict
 
 
@@ -43,34 +42,6 @@ class Difference:
     def significant(self) -> bool:
         """Whether the interval excludes 0."""
         return self.low is not None and self.high is not None and (self.low > 0 or self.high < 0)
-
-
-def newcombe(successes_a: int, n_a: int, successes_b: int, n_b: int
-             ) -> tuple[float, float, float]:
-    """``(p_b - p_a, lower, upper)``: Newcombe's hybrid score 95% interval."""
-    if n_a == 0 or n_b == 0:
-        raise ValueError("both runs need at least one scorable episode")
-    pa, pb = successes_a / n_a, successes_b / n_b
-    la, ua = wilson(successes_a, n_a)
-    lb, ub = wilson(successes_b, n_b)
-    d = pb - pa
-    return d, d - math.sqrt((pb - lb) ** 2 + (ua - pa) ** 2), \
-        d + math.sqrt((ub - pb) ** 2 + (pa - la) ** 2)
-
-
-def bootstrap_diff(a: Sequence[float], b: Sequence[float], resamples: int = 2000,
-                   seed: int = 0) -> tuple[float, float, float]:
-    """``(mean(b) - mean(a), lower, upper)``: percentile bootstrap 95% interval."""
-    import numpy as np
-
-    if not a or not b:
-        raise ValueError("both samples need at least one value")
-    rng = np.random.default_rng(seed)
-    xa, xb = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    ma = xa[rng.integers(0, len(xa), (resamples, len(xa)))].mean(axis=1)  # (R,)
-    mb = xb[rng.integers(0, len(xb), (resamples, len(xb)))].mean(axis=1)  # (R,)
-    low, high = np.percentile(mb - ma, [2.5, 97.5])
-    return float(xb.mean() - xa.mean()), float(low), float(high)
 
 
 def load_run(path: str | Path) -> tuple[dict[str, Any], dict[str, list[float]]]:

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import io
 import json
-import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from agentgym.errors import ConfigError, MissingExtraError
 from agentgym.evaluation.metrics import MEAN_OF_ENTRIES, entry_mean, read_metrics
+from agentgym.evaluation.stats import wilson
 from agentgym.files import atomic_write
 
 COLUMNS = (("episodes", "episodes", "d"), ("success", "success_rate", "%"),
@@ -104,16 +104,6 @@ def mean_line(results: Mapping[str, Any]) -> list[str]:
                 if mean["unscored"] else "")
     return [f"- unweighted mean over the {mean['entries']} entries (each counts once, "
             f"whatever its size): pass@1 {fmt(mean['pass@1'], '%')}{left_out}"]
-
-
-def wilson(successes: float, n: int, z: float = 1.96) -> tuple[float, float]:
-    """Wilson score interval of a proportion (Wilson 1927); ``(0, 1)`` when n = 0."""
-    if n == 0:
-        return 0.0, 1.0
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def require_plots() -> None:
