@@ -528,7 +528,9 @@ def _summary(trajs: list[agentgym.Trajectory], out: Path) -> None:
     for col in ("episodes", "errors", "mean return", "success", "mean steps", "invalid steps"):
         table.add_column(col, justify="right")
     n = max(len(ok), 1)
-    success = sum(bool(t.steps and t.steps[-1].result.info.get("success")) for t in ok)
+    from agentgym.evaluation.metrics import succeeded  # the rule eval and training count by
+
+    success = sum(map(succeeded, ok))
     table.add_row(
         str(len(trajs)), str(len(trajs) - len(ok)),
         f"{sum(t.outcome_reward or 0.0 for t in ok) / n:.3f}", f"{success / n:.1%}",

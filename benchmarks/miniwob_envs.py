@@ -33,6 +33,7 @@ from results import machine_note, write_section
 from agentgym.envs.miniwob import MiniWoBEnv, package_version
 from agentgym.envs.miniwob.experts import SOLVERS
 from agentgym.envs.web.shared import browser_processes, shared
+from agentgym.evaluation.metrics import succeeded
 from agentgym.evaluation.suites import get_suite
 from agentgym.policies.base import SamplingParams
 from agentgym.policies.factory import make_agent
@@ -86,7 +87,7 @@ async def success(policy: str, spec: str, seeds: int, max_steps: int,
                                      range(FIRST_SEED, FIRST_SEED + seeds), config,
                                      env_id=f"miniwob/{task}")
         scored = [t for t in trajs if t.status != "error"]
-        wins = sum(bool(t.steps and t.steps[-1].result.info.get("success")) for t in scored)
+        wins = sum(map(succeeded, scored))
         steps = statistics.mean(len(t.steps) for t in scored) if scored else 0.0
         done[task] = [task, wins, len(scored), len(trajs) - len(scored), steps]
         print(f"{task}: {wins}/{len(scored)} won, {done[task][3]} errors, {steps:.1f} steps, "

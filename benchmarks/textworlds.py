@@ -43,6 +43,7 @@ from agentgym.envs.scienceworld import ScienceWorldEnv
 from agentgym.envs.scienceworld import engine as sw_engine
 from agentgym.envs.textworld_express import TextWorldExpressEnv
 from agentgym.envs.textworld_express import engine as twx_engine
+from agentgym.evaluation.metrics import succeeded
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "text-worlds.md"
 FIGURES_SECTION = "ScienceWorld and TextWorldExpress: speed, memory, random policy"
@@ -191,8 +192,7 @@ async def smollm2(make, tasks: int, turns: int
     for t in trajectories:
         if t.status == "error":
             print("error episode:", t.error)
-    success = np.mean([bool(t.steps and t.steps[-1].result.info.get("success")) for t in done]
-                      ) if done else float("nan")
+    success = np.mean([succeeded(t) for t in done]) if done else float("nan")
     errors = len(trajectories) - len(done)
     return float(success), recurrence(list(groups.values())), len(done), errors
 

@@ -2,7 +2,7 @@
 
 Error trajectories (infrastructure faults) are counted in ``error_rate`` and left out of
 every score: they are never a failure. Success is the env's ``success`` flag on the last
-step, else a positive outcome reward (:func:`succeeded`; the trainers use the same rule).
+step, else a positive outcome reward (:func:`succeeded`, the one rule every count uses).
 """
 
 from __future__ import annotations
@@ -22,10 +22,19 @@ KEY_SEP = "|"
 
 
 def succeeded(traj: Trajectory) -> bool:
-    """The env's ``success`` flag on the last step, else a positive outcome reward."""
+    """Whether an episode succeeded: the one rule every count of successes uses.
+
+    The env's ``success`` flag on the last step when it reports one, else a positive outcome
+    reward (the trajectory's own, or the shared rule's when it has none:
+    :meth:`agentgym.types.Trajectory.with_outcome`). Evaluation, held-out and training
+    metrics, ``agentgym rollout``'s summary, RFT's keep rule and the benchmarks count with it.
+    An error trajectory never succeeded.
+    """
+    if not traj.scorable:
+        return False
     if traj.steps and "success" in traj.steps[-1].result.info:
         return bool(traj.steps[-1].result.info["success"])
-    return (traj.outcome_reward or 0.0) > 0
+    return (traj.with_outcome().outcome_reward or 0.0) > 0
 
 
 def group_id(label: str, seed: int) -> str:

@@ -16,8 +16,9 @@ Reward rAnked FineTuning for Generative Foundation Model Alignment", arXiv 2304.
 
 Choices:
 
-- **Success**: the env's ``success`` flag on the last step, else a positive outcome reward
-  (as ``agentgym eval`` counts it); ``min_reward`` replaces it with a reward threshold.
+- **Success**: :func:`agentgym.evaluation.metrics.succeeded`, the rule every count of
+  successes uses (the env's ``success`` flag on the last step, else a positive outcome
+  reward); ``min_reward`` replaces it with a reward threshold.
 - **Invalid steps** of a kept rollout get 0 (a malformed action is not imitated); λ,
   ``gamma`` and ``mode`` are accepted (one config serves every estimator) and unused.
 - **No group baseline**: a group of one rollout is fine (``rollout.group_size`` may be 1).
@@ -30,6 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from agentgym.evaluation.metrics import succeeded
 from agentgym.trainers.advantages.base import (
     Advantages,
     EstimatorOptions,
@@ -45,12 +47,6 @@ class RFTOptions(EstimatorOptions):
 
     min_reward: float | None = None
     """Keep rollouts whose outcome score R_i is at least this; None = the env's success."""
-
-
-def _success(traj: Trajectory) -> bool:
-    if traj.steps and "success" in traj.steps[-1].result.info:
-        return bool(traj.steps[-1].result.info["success"])
-    return outcome_score(traj) > 0
 
 
 @register_estimator("rft", options=RFTOptions, level="step", group_baseline=False)
@@ -71,7 +67,7 @@ class RFT:
     def keep(self, traj: Trajectory) -> bool:
         """Whether the rollout is imitated."""
         if self.options.min_reward is None:
-            return _success(traj)
+            return succeeded(traj)
         return outcome_score(traj) >= self.options.min_reward
 
     def __call__(self, groups: Sequence[Group]) -> Advantages:
