@@ -149,6 +149,7 @@ class TrainConfig:
                                   "weights are shares: scale them down, e.g. to 1 and 2")
             check_mix(self, info.needs)
         self._check_off_policy(info.level)
+        self._check_summaries()
         k = self.algorithm.options.get("history_length")
         if "history_length" in info.needs:
             name = info.name
@@ -161,6 +162,26 @@ class TrainConfig:
                 raise ConfigError(
                     f"algorithm.options.history_length={k} differs from rollout.history_length="
                     f"{self.rollout.history_length}; {name} must group by the K the prompts used")
+
+    def _check_summaries(self) -> None:
+        """SUPO's summary turns are taken by the embedded loop's agent only: refuse the rest.
+
+        A driver's versioned agent hides ``summarize`` from the engine, so its episodes
+        would run without summaries and train as if they had them. (torchrun is only known
+        when the driver is made: ``async_loop.make_driver`` refuses it there.)
+        """
+        if self.rollout.context != "summarize":
+            return
+        on = [name for name, yes in (
+            ("engine=ray", self.engine == "ray"),
+            ("async_training.enabled=true", self.async_training.enabled),
+            ("rollout.april.enabled=true", self.rollout.april.enabled),
+            ("model.generation=vllm", self.model.generation == "vllm")) if yes]
+        if on:
+            raise ConfigError(
+                f"rollout.context=summarize (SUPO) runs on the embedded loop only, but "
+                f"{', '.join(on)} collects elsewhere, where its summary turns would not be "
+                "taken; turn that off, or use rollout.context=window")
 
     def _check_off_policy(self, level: str) -> None:
         """APRIL and VCPO settings that cannot work together with the rest of the config."""
