@@ -13,9 +13,12 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 # agentgym/cli.py is the composition root: the one module that reaches every layer.
 COMPOSITION_ROOT = ROOT / "agentgym" / "cli.py"
+# The four layers of docs/architecture.md: core <- sandboxes <- envs, core <- trainers.
 FORBIDDEN = {
     "agentgym": ("agentgym.trainers", "agentgym.envs", "agentgym.sandboxes"),
     "trainers": ("agentgym.envs", "agentgym.sandboxes"),
+    "sandboxes": ("agentgym.trainers", "agentgym.envs"),
+    "envs": ("agentgym.trainers",),
 }
 
 
@@ -50,6 +53,12 @@ def test_no_module_imports_a_private_name_of_another():
                if module.startswith("agentgym")
                for name in names if name.startswith("_") and not name.startswith("__")]
     assert private == [], "\n".join(private)
+
+
+def test_every_layer_is_checked():
+    """A package folder beside agentgym/ that the check forgot would go unguarded."""
+    packages = {p.parent.name for p in ROOT.glob("*/__init__.py")}
+    assert packages - {"tests", "benchmarks", "examples"} == set(FORBIDDEN)
 
 
 def test_the_check_sees_a_lazy_upward_import(tmp_path):
