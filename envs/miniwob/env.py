@@ -181,7 +181,9 @@ class MiniWoBEnv(BaseEnv):
         page = await self._tab.open(self.viewport, guard=self._guard)
         await self._guard(page.clock.install(time=EPOCH_MS), "installing the clock")
         await self._guard(page.clock.pause_at(EPOCH_MS + 1000), "pausing the clock")
-        await self._guard(page.goto(self.page_path.as_uri(), wait_until="load"),
+        # Playwright's own 30 s default would fail a load that a busy machine only slows
+        await self._guard(page.goto(self.page_path.as_uri(), wait_until="load",
+                                    timeout=(self.action_timeout + HANG_S) * 1000),
                           f"loading {self.page_path.name}")
         await self._guard(page.add_style_tag(content=HIDE_HUD), "hiding the HUD")
         await self._guard(page.clock.run_for(100), "letting the page settle")

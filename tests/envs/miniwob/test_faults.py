@@ -70,3 +70,40 @@ async def test_no_chromium_survives_a_rollout() -> None:
                                     env_id="miniwob")
     assert [t.status for t in trajectories].count("error") == 0
     assert await settle(before) == []
+
+
+async def test_a_page_that_loads_slowly_is_waited_for_up_to_the_hang_limit(tmp_path) -> None:
+    """A busy machine slows a page load past Playwright's 30 s default; the env waits for it.
+
+    The task page here is click-button's with one more script, read from a named pipe that
+    gets its (empty) content 35 s after the reset starts: a load that takes longer than 30 s
+    and well under the env's hang limit (``action_timeout`` + 60 s).
+    """
+    needs_browser()
+    from agentgym.envs.miniwob.tasks import task_page
+
+    original = task_page("click-button")
+    for folder in ("core", "common"):
+        (tmp_path / folder).symlink_to(original.parent.parent / folder)
+    (tmp_path / "miniwob").mkdir()
+    page = tmp_path / "miniwob" / original.name
+    page.write_text(original.read_text().replace(
+        "</head>", '<script src="slow.js"></script>\n</head>', 1))
+    os.mkfifo(tmp_path / "miniwob" / "slow.js")
+
+    async def feed() -> None:
+        await asyncio.sleep(35)
+        try:  # non-blocking: if the page is gone there is no reader, and nothing to feed
+            os.close(os.open(tmp_path / "miniwob" / "slow.js", os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:
+            pass
+
+    before = set(browser_processes())
+    env = MiniWoBEnv("click-button")
+    env.page_path = page
+    try:
+        (_, info), _ = await asyncio.gather(env.reset(seed=3), feed())
+        assert info["utterance"].startswith("Click on the")
+    finally:
+        await env.aclose()
+    assert await settle(before) == []
