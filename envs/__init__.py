@@ -50,6 +50,12 @@ register(
     requires=("extra:tools",),
 )
 register(
+    "agentgym/Calendar-v0",
+    "agentgym.envs.calendar:CalendarEnv",
+    description="Questions about a week of meetings, answered with list_events/get_event.",
+    max_turns=6,
+)
+register(
     "agentgym/WebShop-v0",
     "agentgym.envs.web:WebShopEnv",
     description="Buy the product a task describes on a local shop site, in real Chromium.",
