@@ -1,10 +1,15 @@
 """Serve any :class:`~agentgym.policies.base.Policy` over HTTP with the OpenAI API.
 
 Routes: ``GET /v1/models``, ``GET /health``, ``POST /v1/chat/completions`` and
-``POST /v1/completions`` (non-streaming, one choice per request). Besides the OpenAI schema
-every answer carries the exact token ids, named as vLLM names them (``prompt_token_ids``,
-per-choice ``token_ids``), so :class:`~agentgym.policies.openai.OpenAIPolicy` records
-token-exact trajectories from this server.
+``POST /v1/completions``, whole or streamed (``stream: true``: server-sent events as the
+OpenAI API sends them, see :mod:`agentgym.serve_reply`), with ``n`` choices of one prompt
+(seeded ``seed``, ``seed + 1``, ...), ``stop``, ``seed`` and ``top_logprobs`` (chat:
+``logprobs: true, top_logprobs: k``; completions: ``logprobs: k``; alternatives from the
+distribution the behaviour log-prob is taken from). Besides the OpenAI schema every answer,
+and every streamed chunk, carries the exact token ids, named as vLLM names them
+(``prompt_token_ids``, per-choice ``token_ids``), so
+:class:`~agentgym.policies.openai.OpenAIPolicy` records token-exact trajectories from this
+server.
 
 Tool calls: when a chat request offers tools, the reply's ``content`` is the raw text the
 model wrote and ``tool_calls`` holds the calls :func:`agentgym.parsing.parse_tool_calls` read
@@ -13,13 +18,16 @@ from it (``finish_reason`` is then ``tool_calls``). A client that echoes such a 
 an incoming assistant message whose content parses to exactly its ``tool_calls`` keeps only
 the content: the next prompt then holds the model's own text, token for token.
 
-Not supported (answered 400): ``n`` > 1, ``stream``, ``echo``, ``best_of`` > 1, batched
-prompts. ``top_logprobs`` comes back empty: a policy records only the sampled token's log-prob.
+Not supported (answered 400): ``echo``, ``suffix``, ``best_of`` > 1, batched prompts. A stop
+string stays in the text (the text is the decode of the sampled ids). A policy without the
+``on_token`` hook (only the transformers backend has it) streams its whole answer when it
+ends and reports no alternatives.
 
 **Hostile and careless clients** (limits in :class:`ServeLimits`):
 
-- A client that disconnects cancels its request at once (aiohttp's handler cancellation):
-  the policy drops the row at its next token and the row is free for the next request.
+- A client that disconnects cancels its request at once (aiohttp's handler cancellation),
+  streamed or not: the policy drops the rows at their next token and they are free for the
+  next request.
 - Admission is first come, first served, and nothing waits behind a long completion: with
   the transformers backend a request joins the batch being decoded at the next token while
   the batch has fewer than ``max_batch_size`` rows (see :mod:`agentgym.policies.hf`). At most
@@ -40,10 +48,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
-import time
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -53,11 +58,12 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
 from agentgym.errors import ConfigError
-from agentgym.parsing import parse_tool_calls
 from agentgym.policies.base import Completion, GenerationRequest, Policy
+from agentgym.serve_reply import Reply, TokenFeed, stream
 from agentgym.serve_request import (
     BadRequest,
     check_tree,
+    choices,
     common,
     message,
     parse_json,
@@ -66,7 +72,6 @@ from agentgym.serve_request import (
     tool_choice,
     tools,
 )
-from agentgym.types import ToolCall
 
 __all__ = ["BadRequest", "ServeLimits", "create_app", "serve"]
 
@@ -238,6 +243,8 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
         log.exception("policy failed on %s", request.path)
         response = _error(500, f"the policy failed: {type(exc).__name__}: {exc}",
                           "server_error")
+    if response.prepared:  # a stream, written by its handler under the same deadline
+        return response
     # Write here, under a deadline: aiohttp would wait for a client that never reads.
     timeout = request.app[_LIMITS].write_timeout_s
     try:
@@ -287,29 +294,43 @@ class _Routes:
         finally:
             self.in_progress -= 1
 
-    async def chat(self, request: web.Request) -> web.Response:
+    async def chat(self, request: web.Request) -> web.StreamResponse:
         async with self._admitted():
             raw = await self._read(request)
             body, req = await self._cpu(len(raw), self._chat_request, raw)
-            done = await self._generate(req)
-        calls: tuple[ToolCall, ...] = done.tool_calls
-        if not calls and req.tools and body.get("tool_choice") != "none":
-            calls = parse_tool_calls(done.text).calls
-        message_out: dict[str, Any] = {"role": "assistant", "content": done.text}
-        if calls:
-            message_out["tool_calls"] = [_openai_call(c) for c in calls]
-        finish = "tool_calls" if calls and done.finish_reason == "stop" else done.finish_reason
-        logprobs = None
-        if body.get("logprobs") and done.logprobs:
-            logprobs = {"content": [
-                {"token": t, "logprob": lp, "bytes": list(t.encode()), "top_logprobs": []}
-                for t, lp in zip(self._token_strings(done), done.logprobs, strict=True)]}
-        choice = {"index": 0, "message": message_out, "logprobs": logprobs,
-                  "finish_reason": finish, **_ids(done)}
-        return web.json_response({
-            "id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion",
-            "created": int(time.time()), "model": self.model_name, "choices": [choice],
-            "usage": _usage(done), "prompt_token_ids": list(done.prompt_ids) or None})
+            reply = Reply("chat", self.model_name, getattr(self.policy, "tokenizer", None),
+                          choices(body, chat=True), logprobs=bool(body.get("logprobs")),
+                          parse_calls=bool(req.tools) and body.get("tool_choice") != "none")
+            return await self._answer(request, req, reply)
+
+    async def _answer(self, request: web.Request, req: GenerationRequest, reply: Reply
+                      ) -> web.StreamResponse:
+        """Generate the request's choices and answer them, whole or streamed."""
+        want = reply.choices
+        feed = TokenFeed(asyncio.get_running_loop()) \
+            if want.stream or want.top_logprobs else None
+        requests = []
+        for i in range(want.n):
+            params = replace(req.params, top_logprobs=want.top_logprobs)
+            if params.seed is not None and i:  # choices of one seeded request differ
+                seed = params.seed + i
+                params = replace(params, seed=seed - 2**64 if seed >= 2**64 else seed)
+            requests.append(replace(req, params=params,
+                                    on_token=feed.hook(i) if feed else None))
+        task = asyncio.ensure_future(self._generate(requests))
+        if want.stream:
+            assert feed is not None
+            return await stream(request, reply, feed, task, self.limits.write_timeout_s)
+        try:
+            done = await task
+        finally:
+            task.cancel()
+        if req.prompt_ids:
+            done = [d if d.prompt_ids else replace(d, prompt_ids=req.prompt_ids) for d in done]
+        tops: list[list[Any]] = [[] for _ in done]
+        for index, token in feed.drain() if feed else ():
+            tops[index].append(token.top)
+        return web.json_response(reply.body(done, tops))
 
     def _chat_request(self, raw: bytes) -> tuple[dict[str, Any], GenerationRequest]:
         body = self._body(raw)
@@ -325,31 +346,18 @@ class _Routes:
         return body, GenerationRequest(tuple(message(m, i, depth) for i, m in enumerate(messages)),
                                        offered, params=sampling(body))
 
-    async def completions(self, request: web.Request) -> web.Response:
+    async def completions(self, request: web.Request) -> web.StreamResponse:
         async with self._admitted():
             raw = await self._read(request)
             body, text_or_ids = await self._cpu(len(raw), self._completion_request, raw)
             prompt_ids = text_or_ids if isinstance(text_or_ids, tuple) else \
                 await self._tokenize(text_or_ids, body)
-            done = await self._generate(GenerationRequest(prompt_ids=prompt_ids,
-                                                          params=sampling(body)))
-        if not done.prompt_ids:
-            done = replace(done, prompt_ids=prompt_ids)
-        logprobs = None
-        if body.get("logprobs") not in (None, False) and done.logprobs:
-            tokens = self._token_strings(done)
-            offsets = [0]
-            for t in tokens[:-1]:
-                offsets.append(offsets[-1] + len(t))
-            logprobs = {"tokens": tokens, "token_logprobs": list(done.logprobs),
-                        "top_logprobs": None, "text_offset": offsets}
-        choice = {"index": 0, "text": done.text, "logprobs": logprobs,
-                  "finish_reason": done.finish_reason,
-                  "prompt_token_ids": list(done.prompt_ids), **_ids(done)}
-        return web.json_response({
-            "id": f"cmpl-{uuid.uuid4().hex}", "object": "text_completion",
-            "created": int(time.time()), "model": self.model_name, "choices": [choice],
-            "usage": _usage(done)})
+            reply = Reply("text", self.model_name, getattr(self.policy, "tokenizer", None),
+                          choices(body, chat=False),
+                          logprobs=body.get("logprobs") is not None
+                          and body.get("logprobs") is not False)
+            return await self._answer(
+                request, GenerationRequest(prompt_ids=prompt_ids, params=sampling(body)), reply)
 
     def _completion_request(self, raw: bytes) -> tuple[dict[str, Any], str | tuple[int, ...]]:
         body = self._body(raw)
@@ -420,38 +428,13 @@ class _Routes:
             return fn(*args)
         return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
 
-    async def _generate(self, request: GenerationRequest) -> Completion:
+    async def _generate(self, requests: list[GenerationRequest]) -> list[Completion]:
         try:
-            out = await self.policy.generate([request])
+            out = await self.policy.generate(requests)
         except ConfigError as exc:  # the request does not fit the model: too long, bad ids
-            raise BadRequest(str(exc), param="prompt" if request.prompt_ids else "messages"
-                             ) from None
-        if len(out) != 1:
-            raise RuntimeError(f"the policy returned {len(out)} completions for 1 request")
-        return out[0]
-
-    def _token_strings(self, done: Completion) -> list[str]:
-        """One string per sampled token; ``token_id:<id>`` when there is no tokenizer."""
-        tokenizer = getattr(self.policy, "tokenizer", None)
-        if not done.completion_ids:
-            return [""] * len(done.logprobs)
-        if tokenizer is None:
-            return [f"token_id:{i}" for i in done.completion_ids]
-        return [tokenizer.decode([i]) for i in done.completion_ids]
-
-
-def _ids(done: Completion) -> dict[str, Any]:
-    out: dict[str, Any] = {"token_ids": list(done.completion_ids) or None}
-    if done.policy_version is not None:
-        out["policy_version"] = done.policy_version
-    return out
-
-
-def _usage(done: Completion) -> dict[str, int]:
-    p, c = len(done.prompt_ids), len(done.completion_ids)
-    return {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}
-
-
-def _openai_call(call: ToolCall) -> dict[str, Any]:
-    return {"id": call.id, "type": "function", "function": {
-        "name": call.name, "arguments": json.dumps(dict(call.arguments), ensure_ascii=False)}}
+            raise BadRequest(str(exc), param="prompt" if requests[0].prompt_ids
+                             else "messages") from None
+        if len(out) != len(requests):
+            raise RuntimeError(f"the policy returned {len(out)} completions for "
+                               f"{len(requests)} requests")
+        return out

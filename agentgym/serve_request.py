@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from agentgym.errors import ConfigError
@@ -26,6 +27,8 @@ MAX_STOP_CHARS = 256
 MAX_TOKENS = 2**24
 """Largest ``max_tokens`` accepted (the model's context limits it further)."""
 SEED_RANGE = (-2**63, 2**64)
+MAX_CHOICES = 64
+"""Largest ``n`` (completions of one prompt) accepted."""
 TOOL_CHOICES = ("none", "auto", "required")
 
 
@@ -127,18 +130,59 @@ def common(body: Any, model_name: str) -> dict[str, Any]:
         raise BadRequest(f"the model {model!r} does not exist; this server serves "
                          f"{model_name!r}", status=404, param="model")
     n = optional(body, "n", int, "an integer")
-    if n not in (None, 1):
-        raise BadRequest(f"n must be 1 (got {n!r}): this server samples one completion per "
-                         "request; send n requests instead", param="n")
+    if n is not None and not 1 <= n <= MAX_CHOICES:
+        raise BadRequest(f"'n' must be in [1, {MAX_CHOICES}], got {n}", param="n")
     if optional(body, "best_of", int, "an integer") not in (None, 1):
         raise BadRequest("best_of is not supported; send several requests instead",
                          param="best_of")
-    if optional(body, "stream", bool, "a boolean"):
-        raise BadRequest("streaming is not supported; send 'stream': false", param="stream")
+    optional(body, "stream", bool, "a boolean")
+    options = optional(body, "stream_options", dict, "an object")
+    if options is not None:
+        if not body.get("stream"):
+            raise BadRequest("'stream_options' is only allowed with 'stream': true",
+                             param="stream_options")
+        usage = options.get("include_usage")
+        if usage is not None and not isinstance(usage, bool):
+            raise BadRequest(f"'stream_options.include_usage' must be a boolean, got "
+                             f"{kind(usage)}", param="stream_options.include_usage")
     top = optional(body, "top_logprobs", int, "an integer")
     if top is not None and not 0 <= top <= 20:
         raise BadRequest(f"'top_logprobs' must be in [0, 20], got {top}", param="top_logprobs")
     return body
+
+
+@dataclass(frozen=True)
+class Choices:
+    """How many completions a request asks for, and how they are sent.
+
+    Attributes:
+        n: Completions of the one prompt (seeded ``seed``, ``seed + 1``, ... when seeded).
+        top_logprobs: Likeliest alternatives reported per token (0 = none).
+        stream: Send server-sent events as tokens are sampled.
+        include_usage: With ``stream``, end with a chunk holding the token counts.
+    """
+
+    n: int = 1
+    top_logprobs: int = 0
+    stream: bool = False
+    include_usage: bool = False
+
+
+def choices(body: Mapping[str, Any], *, chat: bool) -> Choices:
+    """The :class:`Choices` of a request :func:`common` accepted.
+
+    Chat asks for alternatives with ``logprobs: true, top_logprobs: k``; completions with
+    ``logprobs: k``.
+    """
+    if chat:
+        top = body.get("top_logprobs") or 0
+        if top and not body.get("logprobs"):
+            raise BadRequest("'top_logprobs' needs 'logprobs': true", param="top_logprobs")
+    else:  # an integer; true asks for the sampled tokens' log-probs only
+        top = 0 if isinstance(body.get("logprobs"), bool) else body.get("logprobs") or 0
+    options = body.get("stream_options") or {}
+    return Choices(body.get("n") or 1, int(top), bool(body.get("stream")),
+                   bool(options.get("include_usage")))
 
 
 def sampling(body: Mapping[str, Any]) -> SamplingParams:

@@ -11,7 +11,7 @@ token ids and the behaviour log-prob of every sampled token, when the backend ca
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -35,6 +35,9 @@ class SamplingParams:
     """Strings that end the completion (kept in the text, as the tokens were sampled)."""
     seed: int | None = None
     """Seed for this request's sampling, where the backend supports it."""
+    top_logprobs: int = 0
+    """Likeliest alternatives to report with each sampled token (:class:`SampledToken`), where
+    the backend supports it; 0 = none."""
 
     def __post_init__(self) -> None:
         if not (self.temperature >= 0 and math.isfinite(self.temperature)):
@@ -43,10 +46,31 @@ class SamplingParams:
             raise ConfigError(f"top_p must be in (0, 1], got {self.top_p!r}")
         if not isinstance(self.max_tokens, int) or self.max_tokens < 1:
             raise ConfigError(f"max_tokens must be a positive int, got {self.max_tokens!r}")
+        if not isinstance(self.top_logprobs, int) or not 0 <= self.top_logprobs <= 20:
+            raise ConfigError(f"top_logprobs must be an int in [0, 20], got "
+                              f"{self.top_logprobs!r}")
         if isinstance(self.stop, str):
             object.__setattr__(self, "stop", (self.stop,))
         elif not isinstance(self.stop, tuple):
             object.__setattr__(self, "stop", tuple(self.stop))
+
+
+@dataclass(frozen=True)
+class SampledToken:
+    """One token as it is sampled (see :attr:`GenerationRequest.on_token`).
+
+    Attributes:
+        prompt_ids: The request's exact prompt tokens.
+        token: The sampled id.
+        logprob: Its behaviour log-prob.
+        top: The ``SamplingParams.top_logprobs`` likeliest ``(id, log-prob)`` of the same
+            distribution, likeliest first.
+    """
+
+    prompt_ids: tuple[int, ...]
+    token: int
+    logprob: float
+    top: tuple[tuple[int, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -59,12 +83,17 @@ class GenerationRequest:
         tools: Tools offered to the model.
         prompt_ids: The exact prompt tokens, when the caller built them.
         params: Sampling parameters.
+        on_token: Told of each token as it is sampled (streaming), from the backend's own
+            thread, by backends that can (the transformers backend); others ignore it. It
+            must return at once and not raise.
     """
 
     messages: tuple[Message, ...] = ()
     tools: tuple[ToolSpec, ...] = ()
     prompt_ids: tuple[int, ...] = ()
     params: SamplingParams = field(default_factory=SamplingParams)
+    on_token: Callable[[SampledToken], None] | None = field(default=None, compare=False,
+                                                             repr=False)
 
     def __post_init__(self) -> None:
         for name in ("messages", "tools", "prompt_ids"):

@@ -18,6 +18,9 @@ long one to end. Each row's completion is handed over (``finished``) the moment 
 when the batch ends. Models whose cache is not plain keys and values (sliding windows) do
 not join.
 
+**Streaming.** A job with an ``on_token`` hook is told of each token as it is sampled, with
+the ``top_logprobs`` likeliest alternatives when asked (``agentgym serve`` streams them).
+
 The policy owns the queue, the lock against weight updates and the policy version; this
 module owns no thread and no event loop.
 """
@@ -33,7 +36,7 @@ import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
-from agentgym.policies.base import Completion, FinishReason, SamplingParams
+from agentgym.policies.base import Completion, FinishReason, SampledToken, SamplingParams
 from agentgym.policies.kv_cache import GrowingLayer, PrefixStore, cache_keyword
 from agentgym.policies.sampling import sample_next
 
@@ -85,6 +88,9 @@ class Job:
     """Set (from the event loop) when the caller gave up: the decoder drops the row."""
     queued_at: float = 0.0
     """``time.monotonic()`` when the job was queued (the owner's admission reads it)."""
+    on_token: Callable[[SampledToken], None] | None = None
+    """Told of each sampled token (from the decoding thread), with the
+    ``params.top_logprobs`` likeliest alternatives; not once the caller gave up."""
 
 
 Admit = Callable[[int], list[Job]]
@@ -374,9 +380,16 @@ class BatchDecoder:
         """
         tokens, logps = sample_next(live.logits, live.temperature, live.top_p,
                                     [rows[i].generator for i in live.active], self._rng)
-        keep = [b for b, (i, tok, lp) in enumerate(
-            zip(live.active, tokens.tolist(), logps.tolist(), strict=True))
-            if self._append(rows[i], tok, lp) and not rows[i].job.cancelled]
+        tops = self._alternatives(live, rows)
+        keep = []
+        for b, (i, tok, lp) in enumerate(zip(live.active, tokens.tolist(), logps.tolist(),
+                                             strict=True)):
+            job = rows[i].job
+            goes_on = self._append(rows[i], tok, lp)
+            if job.on_token is not None and not job.cancelled:
+                job.on_token(SampledToken(job.prompt_ids, tok, lp, tops.get(b, ())))
+            if goes_on and not job.cancelled:
+                keep.append(b)
         self.stats.completion_tokens += len(live.active)
         if len(keep) < len(live.active):
             kept = set(keep)
@@ -400,6 +413,25 @@ class BatchDecoder:
         live.logits = self._forward(tokens[:, None], live.cache, mask, position[:, None])
         live.mask, live.position = mask, position + 1
         return True
+
+    def _alternatives(self, live: _Live, rows: list[_Row]
+                      ) -> dict[int, tuple[tuple[int, float], ...]]:
+        """Per batch position of a row that asks for them, its likeliest ``(id, log-prob)``.
+
+        From the distribution the behaviour log-prob is taken from: ``log_softmax(logits /
+        T)``, T = 1 for greedy rows.
+        """
+        want = {b: rows[i].job.params.top_logprobs for b, i in enumerate(live.active)
+                if rows[i].job.params.top_logprobs and rows[i].job.on_token is not None}
+        if not want:
+            return {}
+        idx = torch.tensor(list(want), device=self.device)
+        temperature = live.temperature[idx]
+        scale = torch.where(temperature == 0, torch.ones_like(temperature), temperature)
+        logp = torch.log_softmax(live.logits[idx] / scale[:, None], dim=-1)
+        values, ids = logp.topk(min(max(want.values()), logp.shape[-1]), dim=-1)
+        return {b: tuple(zip(ids[k, :want[b]].tolist(), values[k, :want[b]].tolist(),
+                             strict=True)) for k, b in enumerate(want)}
 
     def _start(self, rows: list[_Row], first: int = 0) -> _Live:
         """Prefill ``rows`` (indices ``first``.. in the rows list); raises :class:`_GaveUp`."""

@@ -231,7 +231,7 @@ class TransformersPolicy:
         else:
             prompts = [self._prompt_ids(r) for r in requests]
         now = time.monotonic()
-        jobs = [Job(ids, r.params, loop.create_future(), queued_at=now)
+        jobs = [Job(ids, r.params, loop.create_future(), queued_at=now, on_token=r.on_token)
                 for ids, r in zip(prompts, requests, strict=True)]
         if not jobs:
             return []

@@ -36,7 +36,7 @@ class CharTokenizer:
     def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
         return ([1] if add_special_tokens else []) + [ord(c) for c in text]
 
-    def decode(self, ids: Sequence[int]) -> str:
+    def decode(self, ids: Sequence[int], **_: object) -> str:
         return "".join(chr(i) for i in ids if i > 1)
 
 
@@ -197,10 +197,15 @@ async def test_text_prompt_without_tokenizer_is_a_bad_request():
                               "top_p": 2}, 400, "top_p"),
     ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}],
                               "max_tokens": 0}, 400, "max_tokens"),
-    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "n": 2}, 400,
-     "n must be 1"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "n": 0}, 400,
+     "'n' must be in [1, 64]"),
     ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}],
-                              "stream": True}, 400, "streaming"),
+                              "stream_options": {"include_usage": True}}, 400,
+     "only allowed with 'stream': true"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "stream": True,
+                              "stream_options": {"include_usage": 1}}, 400, "boolean"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}],
+                              "top_logprobs": 2}, 400, "needs 'logprobs': true"),
     ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}],
                               "tools": [{"function": {}}]}, 400, "tools"),
     ("/v1/chat/completions", {"model": "gpt-9", "messages": []}, 404, "gpt-9"),
