@@ -199,6 +199,8 @@ def main() -> None:
     from agentgym.policies.models import embedded_model_dir
 
     load = os.getloadavg()[0]
+    # raw vLLM runs the engine VLLMPolicy starts: no core reserved for the front end
+    os.environ.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
     folder = str(embedded_model_dir())
     ours_vllm, prompt_ids = asyncio.run(agentgym_backend("vllm", folder))
     raw = raw_vllm(folder, prompt_ids)
