@@ -1,0 +1,93 @@
+"""The agent job (examples/agent_calendar.yaml) end to end, on a tiny model and budget.
+
+The job's three commands are read from the config's header, so the documented job and this
+test cannot drift apart. Each runs as the CLI does, with overrides that shrink it to seconds
+(a tiny random model, a few tasks); the test checks that what the job prints is what its runs
+recorded: the SFT's held-out success before (the base model) and after (the warm start), and
+RL's before/after line with the gain's 95% paired interval, which must equal the interval
+computed again from the per-task outcomes the run kept.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parent.parent
+JOB = ROOT / "examples" / "agent_calendar.yaml"
+
+
+def job_commands() -> list[list[str]]:
+    """The ``agentgym ...`` lines of the job config's header, in order, comments dropped."""
+    lines = re.findall(r"^#\s+(agentgym [^#\n]+)", JOB.read_text(), re.M)
+    return [shlex.split(line) for line in lines]
+
+
+def cli(args: list[str]) -> str:
+    proc = subprocess.run([sys.executable, "-m", "agentgym.cli", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=15 * 60,
+                          env={**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "250"})
+    assert proc.returncode == 0, f"{args}:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
+    return proc.stdout + proc.stderr
+
+
+def rows(run_dir: Path) -> list[dict]:
+    return [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_the_job_is_expert_demos_then_sft_then_train() -> None:
+    rollout, sft, train = job_commands()
+    assert rollout[:2] == ["agentgym", "rollout"] and "expert" in rollout
+    assert sft[:2] == ["agentgym", "sft"] and (ROOT / sft[2]).is_file()
+    assert train[:3] == ["agentgym", "train", "examples/agent_calendar.yaml"]
+    out = rollout[rollout.index("--out") + 1]
+    import yaml
+
+    sft_cfg = yaml.safe_load((ROOT / sft[2]).read_text())
+    train_cfg = yaml.safe_load(JOB.read_text())
+    assert sft_cfg["data"]["paths"] == [out]  # SFT reads what the rollout wrote
+    assert train_cfg["model"]["path"] == f"{sft_cfg['run_dir']}/model"  # RL starts from SFT
+    # SFT learns on the prompts RL sees, and both evaluate the same held-out tasks
+    assert sft_cfg["env"] == train_cfg["env"]
+    assert {k: train_cfg["rollout"][k] for k in sft_cfg["rollout"]} == sft_cfg["rollout"]
+
+
+def test_the_job_prints_the_figures_its_runs_recorded(tmp_path: Path, tiny_model_dir: Path
+                                                      ) -> None:
+    pytest.importorskip("torch")
+    from agentgym.cli import held_out_line
+    from agentgym.trainers.heldout import gain_line, gain_metrics, read_outcomes
+
+    rollout, sft, train = job_commands()
+    demos, sft_dir, rl_dir = tmp_path / "expert.jsonl", tmp_path / "sft", tmp_path / "rl"
+    out = rollout.index("--out") + 1
+    rollout = [*rollout[:out], str(demos), *rollout[out + 1:]]
+    rollout[rollout.index("--episodes") + 1] = "6"
+    cli(rollout[1:])
+    small = ["env.eval_seeds=6", "tensorboard=false"]
+    sft_out = cli([*sft[1:], f"run_dir={sft_dir}", f"model.path={tiny_model_dir}",
+                   f"data.paths=[{demos}]", *small])
+    rl_out = cli([*train[1:], f"run_dir={rl_dir}", f"model.path={sft_dir / 'model'}",
+                  "steps=1", "save_every=1", "rollout.tasks_per_step=2",
+                  "rollout.group_size=2", *small])
+
+    sft_rows = rows(sft_dir)
+    base, warm = sft_rows[0], sft_rows[-1]
+    assert base["step"] == 0 and warm["step"] > 0 and "eval/success_rate" in warm
+    for row in (base, warm):
+        for line in held_out_line(row).splitlines():
+            assert line in sft_out
+
+    last = rows(rl_dir)[-1]
+    printed = gain_line(last)
+    assert printed is not None and printed in rl_out
+    recomputed = gain_metrics(read_outcomes(rl_dir, 0), read_outcomes(rl_dir, last["step"]))
+    assert recomputed and {k: last[k] for k in recomputed} == pytest.approx(recomputed)
+    assert last["heldout/tasks"] == 6
