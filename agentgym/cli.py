@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import os
 import re
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -571,7 +572,10 @@ def main() -> None:
     Besides agentgym's own errors, the mistakes any command can meet while reading its inputs
     (a missing or unreadable file, a file that is not UTF-8, broken YAML, input nested deeper
     than the parser's stack) end the same way. ``AGENTGYM_TRACEBACK=1`` shows the traceback.
+    A SIGTERM (a scheduler's or ``kill``'s) stops a command as Ctrl-C does, so what it started
+    (a vLLM engine's processes, JVM pools) is shut down rather than left running.
     """
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         app()
     except Exception as exc:
