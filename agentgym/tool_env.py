@@ -320,7 +320,7 @@ class ToolEnv(BaseEnv):
         assert self.task is not None
         tagged = self._tagged_answer(action)
         if tagged is not None and not action.tool_calls and "<tool_call>" not in action.content:
-            return self._finish(tagged, (), valid=True)
+            return await self._finish(tagged, (), valid=True)
         outcome = await self.toolbox.run(action, state=self.state)
         if self._fault is not None:
             fault, self._fault = self._fault, None
@@ -332,7 +332,7 @@ class ToolEnv(BaseEnv):
         answer = next((v for c, v in zip(outcome.calls, outcome.results, strict=False)
                        if c.name == self.answer_tool and v is not None), tagged)
         if answer is not None:
-            return self._finish(str(answer), outcome.messages, outcome.valid)
+            return await self._finish(str(answer), outcome.messages, outcome.valid)
         if self.max_turns is not None and self.turn + 1 >= self.max_turns:
             return StepResult(outcome.messages, 0.0, truncated=True,
                               info={"valid": outcome.valid, "success": False,
@@ -345,9 +345,10 @@ class ToolEnv(BaseEnv):
         found = self._tag_re.findall(action.content)
         return found[-1].strip() if found else None
 
-    def _finish(self, answer: str, messages: Sequence[Message], valid: bool) -> StepResult:
+    async def _finish(self, answer: str, messages: Sequence[Message], valid: bool
+                      ) -> StepResult:
         assert self.task is not None
-        reward = verifiers.score(self.verifier, answer, self.task)
+        reward = await verifiers.ascore(self.verifier, answer, self.task)
         note = Message("user", f"Answer submitted: {answer[:200]}")
         return StepResult((*messages, note), reward, terminated=True,
                           info={"valid": valid, "success": reward >= 1.0,

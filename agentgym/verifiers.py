@@ -1,7 +1,8 @@
 """Verifiers: score a submitted answer against a task.
 
 A verifier is any callable ``(answer: str, task: Task) -> float | bool`` (``Task`` from
-:mod:`agentgym.tool_env`). ``True``/``False`` mean 1.0/0.0; a number is the reward as is.
+:mod:`agentgym.tool_env`), or an async one (awaited by :func:`ascore`). ``True``/``False``
+mean 1.0/0.0; a number is the reward as is.
 A verifier that raises is a bug in the task, not a wrong answer: :class:`~agentgym.ToolEnv`
 lets the exception end the episode as an ``error`` trajectory instead of scoring it 0.
 
@@ -13,13 +14,17 @@ Built-ins, by name (``ToolEnv(..., verifier="numeric")``) or as factories:
   ``task.answer`` (``1,234`` and ``1234.0`` both read as 1234; in ``93.2 - 32 = 61.2`` the
   answer is 61.2, the convention of GSM8K-style graders).
 - ``contains``: the normalised expected answer appears in the normalised answer.
+- ``judge``: a model judges the answer against a rubric (:mod:`agentgym.judge`); async, and
+  a judge fault ends the episode as an ``error`` trajectory, never a zero.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
+import os
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from agentgym.errors import ConfigError, did_you_mean
@@ -27,7 +32,7 @@ from agentgym.errors import ConfigError, did_you_mean
 if TYPE_CHECKING:
     from agentgym.tool_env import Task
 
-Verifier = Callable[[str, "Task"], "float | bool"]
+Verifier = Callable[[str, "Task"], "float | bool | Awaitable[float | bool]"]
 _NUMBER_RE = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?|[-+]?\.\d+")
 _ARTICLE_RE = re.compile(r"^(?:the|a|an)\s+")
 _EDGE_RE = re.compile(r"^[\s\"'`.,;:!?()\[\]{}]+|[\s\"'`.,;:!?()\[\]{}]+$")
@@ -105,8 +110,24 @@ def contains() -> Verifier:
     return verify
 
 
+def judge_from_env() -> Verifier:
+    """``judge``: an LLM judge (:mod:`agentgym.judge`) configured by environment variables.
+
+    It asks ``$AGENTGYM_JUDGE_MODEL`` at ``$AGENTGYM_JUDGE_URL`` with the rubric
+    ``$AGENTGYM_JUDGE_RUBRIC`` (optional); in Python, ``agentgym.judge.judge(url, model)``.
+    """
+    from agentgym.judge import judge
+
+    url, model = os.environ.get("AGENTGYM_JUDGE_URL"), os.environ.get("AGENTGYM_JUDGE_MODEL")
+    if not url or not model:
+        raise ConfigError("verifier 'judge' needs AGENTGYM_JUDGE_URL (an OpenAI-compatible "
+                          "base URL such as http://127.0.0.1:8000/v1) and AGENTGYM_JUDGE_MODEL "
+                          "set, or pass verifier=agentgym.judge.judge(url, model, rubric)")
+    return judge(url, model, os.environ.get("AGENTGYM_JUDGE_RUBRIC") or None)
+
+
 BUILTIN: dict[str, Callable[[], Verifier]] = {"exact": exact, "numeric": numeric,
-                                              "contains": contains}
+                                              "contains": contains, "judge": judge_from_env}
 
 
 def resolve(verifier: str | Verifier) -> Verifier:
@@ -123,7 +144,18 @@ def resolve(verifier: str | Verifier) -> Verifier:
 
 def score(verifier: Verifier, answer: str, task: Task) -> float:
     """Run ``verifier`` and check its result is a bool or a finite number."""
+    return _checked(verifier, verifier(answer, task), task)
+
+
+async def ascore(verifier: Verifier, answer: str, task: Task) -> float:
+    """:func:`score`, awaiting an async verifier (``judge``) without blocking the loop."""
     value = verifier(answer, task)
+    if inspect.isawaitable(value):
+        value = await value
+    return _checked(verifier, value, task)
+
+
+def _checked(verifier: Verifier, value: Any, task: Task) -> float:
     if isinstance(value, bool):
         return float(value)
     if isinstance(value, int | float) and math.isfinite(value):
