@@ -80,9 +80,10 @@ async def type_(ref: str, text: str, state: Turn) -> str:
     if kind in ("date", "time", "datetime-local", "month", "week", "color", "range"):
         await env.act(locator.fill(text, timeout=env.timeout_ms), f"typing into {ref}")
     else:  # real key events: autocompletes and key handlers react as they would to a person
-        await env.act(locator.fill("", timeout=env.timeout_ms), f"clearing {ref}")
-        await env.act(locator.press_sequentially(text, timeout=env.timeout_ms),
-                      f"typing into {ref}")
+        await env.act(locator.fill("", timeout=env.timeout_ms), f"clearing {ref}")  # focuses
+        # the keys go to the focused box with no action timeout: on a busy machine typing takes
+        # longer than it, and a timeout would leave the text half typed (the hang limit holds)
+        await env.act(env.page.keyboard.type(text), f"typing into {ref}")
     return f"typed {text!r} into {ref}"
 
 

@@ -124,3 +124,15 @@ async def test_contract_checks_pass(browser, env_id: str, kwargs: dict) -> None:
     ran = await agentgym.check_env(make(), make_env=make)
     assert "determinism" in ran
 
+
+
+async def test_typing_is_not_cut_short_by_the_action_timeout(browser) -> None:
+    """The action timeout bounds waiting for the box, not the typing: text that takes longer
+    to type than ``action_timeout`` (as short text does on a busy machine) arrives whole."""
+    text = "abcdefghij" * 150
+    async with MiniWoBEnv("enter-text", action_timeout=1.0) as env:
+        await env.reset(seed=2)
+        box = next(e.ref for e in env.elements.values() if e.role == "textbox")
+        result = await env.step(call("type", ref=box, text=text))
+        assert result.info["valid"]
+        assert await env.page.evaluate("() => document.getElementById('tt').value") == text
