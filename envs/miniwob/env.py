@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
+import weakref
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -52,6 +53,12 @@ HIDE_HUD = "#reward-display { display: none !important; }"
 HANG_S = 60.0
 """Seconds past ``action_timeout`` after which an operation counts as a hung page: generous,
 so that a heavily loaded machine slows episodes down instead of failing them."""
+OPENING = 8
+"""Episodes (of one event loop) that open their page at once; the others queue, and the queue
+does not count against the hang limit: 64 episodes opening together on a busy machine (the
+rollout default) made single operations take past ``HANG_S`` and end as errors."""
+_OPENING: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+    weakref.WeakKeyDictionary())
 READ_STATE = ("() => [WOB_DONE_GLOBAL, WOB_RAW_REWARD_GLOBAL, WOB_REWARD_GLOBAL, "
               "WOB_REWARD_REASON == null ? null : String(WOB_REWARD_REASON)]")
 
@@ -65,6 +72,15 @@ call several tools in one turn. The page ends the episode when the task is done 
 failed). You have {limit:g} s of page time and each turn takes {turn:g} s.
 
 {page}"""
+
+
+def _opening() -> asyncio.Semaphore:
+    """The running loop's bound on episodes opening their page at once (see ``OPENING``)."""
+    loop = asyncio.get_running_loop()
+    found = _OPENING.get(loop)
+    if found is None:
+        found = _OPENING[loop] = asyncio.Semaphore(OPENING)
+    return found
 
 
 class MiniWoBEnv(BaseEnv):
@@ -238,8 +254,9 @@ class MiniWoBEnv(BaseEnv):
         await self._tab.release_context()
         self.seed = seed if seed is not None else int(self.np_random.integers(2**31 - 1))
         self.snapshot, self.fault = "", None
-        await self._open(self.seed)
-        page = await self._read()
+        async with _opening():
+            await self._open(self.seed)
+            page = await self._read()
         prompt = INTRO.format(utterance=self.utterance, limit=self.time_limit_ms / 1000,
                               turn=self.turn_ms / 1000, page=page)
         info = {"task_id": f"miniwob/{self.task}/{self.seed}", "task": self.task,

@@ -340,7 +340,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(table(summarize(comparisons)))
     for c in comparisons:
         if not c.agree:
-            print(f"DIFFERS {c.task} {c.episode}: " + "; ".join(map(str, c.mismatches[:3])))
+            errors = [f"{side} {s.observation}" for side, steps in
+                      (("reference", c.reference), ("agentgym", c.agentgym))
+                      for s in steps if s.action == "(error)"]
+            print(f"DIFFERS {c.task} {c.episode}: "
+                  + "; ".join([*errors, *map(str, c.mismatches[:3])]))
     print(f"{summary_line(FAMILY, comparisons)} ({time.perf_counter() - start:.0f} s)")
     return 0 if all(c.agree for c in comparisons) else 1
 
