@@ -61,6 +61,9 @@ class Setup:
     model: str = "smollm2"
     device: str = "cpu"  # of SFT, RL and every model rollout
     dtype: str = "float32"
+    # what samples every rollout and held-out episode: "transformers", or "vllm" (the model
+    # trains in this process and is synced into vLLM's engine; ``--set generation=vllm``)
+    generation: str = "transformers"
     # steps between the SFT run's resumable checkpoints (model and optimizer, 1.6 GB at
     # 135M in float32): saving one every step added about 6 s to each 35 s CPU step
     sft_save_every: int = 5
@@ -95,8 +98,11 @@ class Setup:
 
     def _extra(self) -> dict[str, Any]:
         # only fields that are set, so the cache keys of setups without them never change
-        return {k: getattr(self, k) for k in ("eval_kwargs", "rollout_options",
-                                              "optim_options") if getattr(self, k)}
+        extra = {k: getattr(self, k) for k in ("eval_kwargs", "rollout_options",
+                                               "optim_options") if getattr(self, k)}
+        if self.generation != "transformers":  # another sampler draws other episodes
+            extra["generation"] = self.generation
+        return extra
 
     def budget(self) -> dict[str, Any]:
         """What makes two RL runs comparable (part of every RL cache key)."""
@@ -291,7 +297,7 @@ def run_unit(unit: Unit, cache: Path, limit_s: float) -> bool:
                           "eval_first_seed": HELD_OUT_FIRST_SEED,
                           "first_seed": 10_000 * unit.seed},
                   "model": {"path": str(sft_dir / "model"), "device": s.device,
-                            "dtype": s.dtype},
+                            "dtype": s.dtype, "generation": s.generation},
                   "rollout": {**rollout, "tasks_per_step": s.tasks_per_step,
                               "group_size": s.group_size},
                   "algorithm": {"estimator": unit.estimator,
@@ -362,7 +368,8 @@ def supervised(s: Setup, folder: Path, env: dict[str, Any], rollout: dict[str, A
               "env": {**env, "eval_seeds": s.eval_seeds,
                       "eval_first_seed": TUNING_FIRST_SEED},
               "rollout": rollout, "data": {"paths": [str(demos)]},
-              "model": {"path": s.model, "device": s.device, "dtype": s.dtype},
+              "model": {"path": s.model, "device": s.device, "dtype": s.dtype,
+                        "generation": s.generation},
               "optim": {"lr": s.sft_lr, "epochs": s.sft_epochs, "batch_size": s.sft_batch}}
     path = folder.parent / f"{folder.name}.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
@@ -384,7 +391,8 @@ def env_flags(s: Setup) -> list[str]:
 def model_rollouts(s: Setup, model: Path, out: Path, limit_s: float, *args: str) -> bool:
     """``agentgym rollout`` of the SFT model with the setup's env, context and action size."""
     kw = env_flags(s)
-    return _cli(["rollout", s.env_id, "--policy", f"hf:{model}", "--device", s.device,
+    backend = "vllm" if s.generation == "vllm" else "hf"
+    return _cli(["rollout", s.env_id, "--policy", f"{backend}:{model}", "--device", s.device,
                  "--dtype", s.dtype, *args, "--context", "window",
                  "--history-length", str(s.history_length), "--max-tokens", str(s.max_tokens),
                  "--out", str(out), *kw], limit_s)

@@ -16,7 +16,8 @@ Relationship on Learning Mathematical Reasoning with Large Language Models", arX
 Choices: constant learning rate; one pass order per epoch drawn from ``(seed, epoch)``;
 checkpoints in the ``train`` format (``trainers/checkpoint.py``; the step is the optimizer
 step), so ``--resume`` and ``model.path: RUN/checkpoints/step-N`` work as for ``train``;
-held-out greedy evaluation (the trainer's own) before the first and after the last step.
+held-out greedy evaluation (the trainer's own) before the first and after the last step; with
+``model.generation: vllm`` it runs on a vLLM engine that is sent the weights before each one.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from agentgym.trainers.models import export_model, load_trained_model
 from agentgym.trainers.preflight import check_model
 from agentgym.trainers.sft_config import SFTConfig, SFTOptimConfig
 from agentgym.trainers.sft_data import demonstration_samples, load_demonstrations
+from agentgym.trainers.vllm_generation import generation_state
 
 
 def context_config(config: SFTConfig) -> ContextConfig:
@@ -170,9 +172,22 @@ async def _run(config: SFTConfig, model: Any, optimizer: torch.optim.Optimizer,
     params = [p for p in model.parameters() if p.requires_grad]
     task = progress.add_task("sft", total=len(plan), completed=state.step) \
         if progress is not None else None
+    engine = None
+    if config.model.generation == "vllm":  # held-out episodes on the engine, weights synced
+        from agentgym.trainers.vllm_generation import vllm_policy
+
+        engine = vllm_policy(train_config)
+
+    async def held_out() -> dict[str, float]:
+        if engine is None:
+            return await evaluate_held_out(train_config, policy)
+        await engine.update_weights(generation_state(train_config, model),
+                                    version=policy.policy_version)
+        return await evaluate_held_out(train_config, engine)
+
     try:
         if state.step == 0:
-            log.log(0, {**log_data, **await evaluate_held_out(train_config, policy)})
+            log.log(0, {**log_data, **await held_out()})
         epoch_losses: list[float] = []
         while state.step < len(plan):
             start = time.perf_counter()
@@ -199,7 +214,7 @@ async def _run(config: SFTConfig, model: Any, optimizer: torch.optim.Optimizer,
                 metrics["epoch_loss"] = float(np.mean(epoch_losses))
                 epoch_losses = []
             if (config.eval_every and step % config.eval_every == 0) or step == len(plan):
-                metrics.update(await evaluate_held_out(train_config, policy))
+                metrics.update(await held_out())
             log.log(step, metrics)
             if checkpointer.due(step, last=len(plan)):
                 checkpointer.save(state, model, optimizer)
@@ -208,3 +223,5 @@ async def _run(config: SFTConfig, model: Any, optimizer: torch.optim.Optimizer,
                                 description=f"sft epoch {metrics['epoch']} loss {loss:.4f}")
     finally:
         await policy.aclose()
+        if engine is not None:
+            await engine.aclose()

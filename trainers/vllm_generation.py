@@ -45,6 +45,21 @@ def syncs_merged(config: TrainConfig) -> bool:
     return mode == "merged"
 
 
+def generation_state(config: TrainConfig, model: Any) -> dict[str, Any]:
+    """What a sync sends the engine.
+
+    The trainable tensors (every weight, or the LoRA adapters), or the full weights with the
+    adapters merged in (:func:`syncs_merged`).
+    """
+    if config.model.lora.enabled and syncs_merged(config):
+        from agentgym.trainers.lora import merged_state
+
+        return merged_state(model)
+    from agentgym.trainers.checkpoint import trainable_state
+
+    return trainable_state(model)
+
+
 def vllm_policy(config: TrainConfig) -> Any:
     """The run's vLLM engine: the model's dtype, the run's seed, LoRA when it trains one."""
     from agentgym.policies.vllm import VLLMPolicy

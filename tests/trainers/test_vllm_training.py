@@ -70,3 +70,111 @@ async def test_updates_reach_the_engine_and_its_logprobs_match_the_trainer(tmp_p
     finally:
         await run.driver.aclose()
         await run.policy.aclose()
+
+
+def test_async_training_on_the_engine_is_one_step_off_and_corrected(tmp_path):
+    """Rollouts of step k+1 are sampled by the engine while step k trains, with the weights it
+    was last synced: stale by one version, importance-corrected, and each update synced."""
+    pytest.importorskip("vllm")
+    from agentgym.trainers.config import load_config
+    from agentgym.trainers.loop import train
+    from agentgym.trainers.metrics import read_metrics
+
+    overrides = [f"run_dir={tmp_path / 'run'}", "steps=3", "save_every=3", "tensorboard=false",
+                 "model.path=smollm2", "model.generation=vllm", "env.id=agentgym/MentalMath-v0",
+                 "rollout.tasks_per_step=2", "rollout.group_size=4", "rollout.max_tokens=12",
+                 "algorithm.drop_zero_variance_groups=false", "optim.lr=1e-4",
+                 "async_training.enabled=true", "async_training.max_staleness=1"]
+    rows = read_metrics(train(load_config(None, overrides)))
+    assert [r["policy_version"] for r in rows] == [1.0, 2.0, 3.0]
+    assert rows[0]["async/stale_samples"] == 0  # collected before any update
+    assert rows[1]["async/staleness_max"] == 1.0 and rows[1]["async/stale_samples"] > 0
+    assert rows[1]["async/is_weight_std"] > 0  # the engine's weights moved between versions
+    assert all(r["async/dropped_stale"] == 0 and r["sync_s"] > 0 for r in rows)
+
+
+def test_sft_held_out_evaluation_runs_on_the_engine_with_the_trained_weights(tmp_path):
+    """``agentgym sft`` with ``model.generation: vllm``: the engine is sent the weights before
+    each held-out evaluation, so its last score is the trained model's own (greedy)."""
+    pytest.importorskip("vllm")
+    import asyncio
+    import json
+
+    import agentgym
+    from agentgym.jsonl import write_trajectories
+    from agentgym.policies.hf import TransformersPolicy
+    from agentgym.policies.simple import ScriptedAgent
+    from agentgym.rollout import RolloutConfig, run_groups
+    from agentgym.trainers.config import from_dict
+    from agentgym.trainers.loop import evaluate_held_out
+    from agentgym.trainers.sft import sft
+    from agentgym.trainers.sft_config import SFTConfig
+
+    env = {"id": "agentgym/Sokoban-v0", "kwargs": {"max_steps_generation": 10}}
+    trajs = asyncio.run(run_groups(lambda: agentgym.make(env["id"], **env["kwargs"]),
+                                   ScriptedAgent(), range(100, 112), RolloutConfig(),
+                                   env_id=env["id"]))
+    write_trajectories(tmp_path / "expert.jsonl", trajs)
+    config = from_dict(SFTConfig, {
+        "run_dir": str(tmp_path / "sft"), "save_every": 100, "tensorboard": False,
+        "env": {**env, "max_turns": 3, "eval_seeds": 8},
+        "model": {"path": "smollm2", "generation": "vllm"},
+        "rollout": {"context": "window", "history_length": 1, "max_tokens": 24},
+        "data": {"paths": [str(tmp_path / "expert.jsonl")]},
+        "optim": {"lr": 3e-4, "epochs": 2, "batch_size": 8}})
+    run = sft(config)
+    rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    trained = asyncio.run(evaluate_held_out(config.as_train_config(),
+                                            TransformersPolicy.load(str(run / "model"))))
+    print(f"held-out before {rows[0]['eval/reward_mean']:.3f}, engine after "
+          f"{rows[-1]['eval/reward_mean']:.3f}, trained model {trained['eval/reward_mean']:.3f}")
+    assert trained["eval/reward_mean"] != rows[0]["eval/reward_mean"]  # training moved it
+    assert rows[-1]["eval/success_rate"] == trained["eval/success_rate"]
+    assert rows[-1]["eval/reward_mean"] == pytest.approx(trained["eval/reward_mean"])
+
+
+@pytest.mark.slow
+def test_ray_generation_workers_on_vllm_receive_every_update(tmp_path):
+    """``engine: ray`` with ``ray.generation_backend: vllm``: each Ray generation worker runs
+    a vLLM engine, and after two steps it samples with the trainer's weights."""
+    pytest.importorskip("vllm")
+    pytest.importorskip("ray")
+    import asyncio
+
+    from agentgym.policies.base import GenerationRequest, SamplingParams
+    from agentgym.trainers.config import load_config
+    from agentgym.trainers.loop import build, train_step
+
+    run = build(load_config(None, [
+        f"run_dir={tmp_path / 'run'}", "steps=2", "save_every=2", "tensorboard=false",
+        "model.path=smollm2", "env.id=agentgym/MentalMath-v0", "rollout.tasks_per_step=2",
+        "rollout.group_size=4", "rollout.max_tokens=12", "optim.lr=1e-4",
+        "algorithm.drop_zero_variance_groups=false", "engine=ray", "ray.num_cpus=2",
+        "ray.env_workers=1", "ray.env_worker_cpus=0.5", "ray.generation_workers=1",
+        "ray.generation_cpus=0.5", "ray.generation_backend=vllm"]))
+    driver = run.driver
+    assert driver is not None and driver.engine is not None
+
+    async def main():
+        for _ in range(2):
+            await train_step(run)
+        prompt = tuple(run.policy.tokenizer.encode("What is 7 * 8?"))
+        request = GenerationRequest(prompt_ids=prompt,
+                                    params=SamplingParams(temperature=1.0, max_tokens=16, seed=3))
+        remote = (await driver.engine.generation_workers[0].generate.remote([request]))[0]
+        await driver.aclose()
+        return remote
+
+    try:
+        remote = asyncio.run(main())
+    finally:
+        import ray
+
+        ray.shutdown()
+    from agentgym.policies.models import load_model
+
+    base, _ = load_model("smollm2")
+    trained, start = _logprobs(run.learner.model, remote), _logprobs(base, remote)
+    assert remote.policy_version == 2
+    assert np.max(np.abs(trained - start)) > 5 * LOGPROB_TOL  # a stale worker would show
+    assert np.max(np.abs(np.asarray(remote.logprobs) - trained)) < LOGPROB_TOL
