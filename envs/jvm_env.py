@@ -140,14 +140,18 @@ class JVMTextEnv(BaseEnv):
         if self._lease is not None:
             engine, lease = self._engine, self._lease
             self._engine = self._lease = None
-            engine.close()
-            self._pool().release(lease)
+            try:
+                if engine is not None:  # None: the reset stopped before the engine was made
+                    engine.close()
+            finally:
+                self._pool().release(lease)
 
     # -- helpers for subclasses ------------------------------------------------------
     async def _ensure_engine(self) -> Any:
         """This env's simulator, leased from the pool on first use."""
         if self._engine is None:
-            self._lease = await asyncio.to_thread(self._pool().lease)
+            if self._lease is None:
+                self._lease = await _lease_or_return(self._pool())
             self._engine = await self._call(self._make_engine, self._lease)
             self._engine.envStepLimit = self.step_limit or NO_STEP_LIMIT
         return self._engine
@@ -155,6 +159,23 @@ class JVMTextEnv(BaseEnv):
     async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Run one blocking engine call off the event loop (see :func:`~.jvm.call_engine`)."""
         return await call_engine(fn, *args, engine=self.benchmark)
+
+
+async def _lease_or_return(pool: JVMPool) -> Lease:
+    """A lease from ``pool``, taken in a worker thread.
+
+    If the caller stops waiting (a reset cancelled by its timeout), the lease is returned to
+    the pool when the thread gets it, so no isolate stays held by no episode.
+    """
+    leasing = asyncio.ensure_future(asyncio.to_thread(pool.lease))
+    try:
+        return await asyncio.shield(leasing)
+    except asyncio.CancelledError:
+        def give_back(done: asyncio.Future[Lease]) -> None:
+            if not done.cancelled() and done.exception() is None:
+                pool.release(done.result())
+        leasing.add_done_callback(give_back)
+        raise
 
 
 def first_line(exc: BaseException) -> str:

@@ -218,6 +218,26 @@ async def test_episodes_share_one_jvm() -> None:
     assert pool.stats()[0][2] == before - 5
 
 
+async def test_a_reset_cancelled_while_leasing_gives_its_lease_back() -> None:
+    # A reset that runs past the rollout's step timeout is cancelled while its worker thread
+    # is still leasing (starting a JVM, loading an isolate). The lease that thread then got
+    # belonged to no episode and stayed out for good, its isolate with it.
+    pool = twx_engine.pool()
+    held = sum(n for _, _, n in pool.stats())
+    env = TextWorldExpressEnv("coin")
+    reset = asyncio.create_task(env.reset(seed=0))
+    for _ in range(5):  # the reset runs up to its wait on the leasing thread
+        await asyncio.sleep(0)
+    reset.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await reset
+    await env.aclose()
+    await asyncio.get_running_loop().shutdown_default_executor()  # the leasing thread ends
+    for _ in range(5):  # and what it leased is handed back on the loop
+        await asyncio.sleep(0)
+    assert sum(n for _, _, n in pool.stats()) == held
+
+
 class _KillTheJVMFirst:
     """An agent whose first move kills the pooled JVM (an infrastructure fault), then looks."""
 
