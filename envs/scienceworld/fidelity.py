@@ -201,7 +201,8 @@ async def run(cases: Sequence[Case], concurrency: int | None = None) -> list[Com
     for case, theirs, trajectory in zip(cases, played, trajectories, strict=True):
         expected = f"scienceworld-{case.task}-{case.split}-{case.variation}"
         ours = (agentgym_records(trajectory) if trajectory.task_id == expected else
-                [StepRecord("(episode)", trajectory.task_id, None, None, False, False)])
+                [StepRecord("(episode)", f"{trajectory.task_id}: {trajectory.status} "
+                            f"{trajectory.error or ''}".strip(), None, None, False, False)])
         last = trajectory.steps[-1].result.info if trajectory.steps else {}
         comparisons.append(compare(
             FAMILY, case.task, f"variation {case.variation} (seed {case.seed})", theirs, ours,
