@@ -116,7 +116,10 @@ async def _record(env: Any, call: ToolCall) -> Call:
     ref = call.arguments.get("ref") if isinstance(call.arguments, dict) else None
     if not isinstance(ref, str) or ref not in env.elements:
         return Call(call.name, dict(call.arguments))
-    path = await env.locator(env.element(ref)).evaluate(DOM_PATH)
+    from agentgym.envs.miniwob.experts import read_timeout_ms
+
+    # not Playwright's 30 s default: a busy machine slows this read, it does not end the run
+    path = await env.locator(env.element(ref)).evaluate(DOM_PATH, timeout=read_timeout_ms(env))
     return Call(call.name, dict(call.arguments), tuple(path))
 
 
