@@ -381,11 +381,13 @@ def make_driver(config: TrainConfig, state: TrainState, learner: Learner,
     if cfg.engine == "local" and not cfg.async_training.enabled and not multi \
             and not cfg.rollout.april.enabled and cfg.model.generation == "transformers":
         return None
-    if cfg.rollout.context == "summarize":  # the driver's versioned agent has no summaries
+    if cfg.rollout.context == "summarize" and (  # summaries: in this process, on-policy
+            cfg.engine != "local" or cfg.async_training.enabled or cfg.rollout.april.enabled
+            or multi):
         raise ConfigError(
-            "rollout.context=summarize (SUPO) runs on the embedded loop only: with engine=ray, "
-            "async_training, rollout.april, torchrun or model.generation=vllm its summary "
-            "turns would not be taken; turn those off, or use context=window")
+            "rollout.context=summarize (SUPO) collects in this process, on-policy: with "
+            "engine=ray, async_training, rollout.april or torchrun its summary turns would "
+            "not be taken; turn those off, or use context=window")
     if multi and (cfg.rollout.april.enabled or cfg.async_training.vcpo.enabled):
         raise ConfigError("rollout.april and async_training.vcpo run in one process; "
                           "launch without torchrun or turn them off")

@@ -164,22 +164,22 @@ class TrainConfig:
                     f"{self.rollout.history_length}; {name} must group by the K the prompts used")
 
     def _check_summaries(self) -> None:
-        """SUPO's summary turns are taken by the embedded loop's agent only: refuse the rest.
+        """SUPO's summary turns are taken in this process, on-policy: refuse the rest.
 
-        A driver's versioned agent hides ``summarize`` from the engine, so its episodes
-        would run without summaries and train as if they had them. (torchrun is only known
-        when the driver is made: ``async_loop.make_driver`` refuses it there.)
+        Rollouts on a vLLM engine (``model.generation=vllm``) take them as the embedded
+        loop does. Ray's workers run agents without them, and the off-policy collectors
+        are untested with them. (torchrun is only known when the driver is made:
+        ``async_loop.make_driver`` refuses it there.)
         """
         if self.rollout.context != "summarize":
             return
         on = [name for name, yes in (
             ("engine=ray", self.engine == "ray"),
             ("async_training.enabled=true", self.async_training.enabled),
-            ("rollout.april.enabled=true", self.rollout.april.enabled),
-            ("model.generation=vllm", self.model.generation == "vllm")) if yes]
+            ("rollout.april.enabled=true", self.rollout.april.enabled)) if yes]
         if on:
             raise ConfigError(
-                f"rollout.context=summarize (SUPO) runs on the embedded loop only, but "
+                f"rollout.context=summarize (SUPO) collects in this process, on-policy, but "
                 f"{', '.join(on)} collects elsewhere, where its summary turns would not be "
                 "taken; turn that off, or use rollout.context=window")
 

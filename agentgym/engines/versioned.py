@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 from agentgym.env import Env
-from agentgym.rollout import ContextAgent, NumberedAgent
+from agentgym.rollout import ContextAgent, NumberedAgent, SummarizingEpisode, SummaryTurn
 from agentgym.types import Message, StepTokens
 
 
@@ -62,6 +62,16 @@ class _VersionedEpisode:
         if tokens is not None and version is not None:
             tokens = replace(tokens, policy_version=int(version))
         return action, tokens
+
+    async def summarize(self) -> SummaryTurn | None:
+        """The wrapped episode's SUPO summary turn, if it takes them, stamped the same way."""
+        if not isinstance(self.episode, SummarizingEpisode):
+            return None
+        turn = await self.episode.summarize()
+        version = getattr(getattr(self.episode, "last", None), "policy_version", None)
+        if turn is not None and turn.tokens is not None and version is not None:
+            turn = replace(turn, tokens=replace(turn.tokens, policy_version=int(version)))
+        return turn
 
     def observe(self, observation: Sequence[Message]) -> None:
         self.episode.observe(observation)

@@ -221,8 +221,8 @@ def test_rescored_rollouts_that_never_submitted_train_unless_masked(group):
         [group]))}  # without rewards: masked as before
 
 
-@pytest.mark.parametrize("switch", ["engine=ray", "model.generation=vllm",
-                                    "async_training.enabled=true", "rollout.april.enabled=true"])
+@pytest.mark.parametrize("switch", ["engine=ray", "async_training.enabled=true",
+                                    "rollout.april.enabled=true"])
 def test_summarize_is_refused_where_a_driver_would_skip_its_summaries(switch):
     """SUPO's summary turns are taken by the embedded loop's agent only; a driver's versioned
     agent would drop them silently, so such a config is refused when it is read."""

@@ -178,3 +178,28 @@ def test_ray_generation_workers_on_vllm_receive_every_update(tmp_path):
     assert remote.policy_version == 2
     assert np.max(np.abs(trained - start)) > 5 * LOGPROB_TOL  # a stale worker would show
     assert np.max(np.abs(np.asarray(remote.logprobs) - trained)) < LOGPROB_TOL
+
+
+def test_supo_summary_turns_are_taken_on_the_engine(tmp_path):
+    """``rollout.context: summarize`` with vLLM rollouts: the episodes write their summary
+    turns on the engine, and SUPO trains one sequence per working context."""
+    pytest.importorskip("vllm")
+    import json
+    import math
+
+    from agentgym.trainers.config import TrainConfig, from_dict
+    from agentgym.trainers.loop import train
+
+    run = train(from_dict(TrainConfig, {
+        "run_dir": str(tmp_path / "run"), "steps": 1, "save_every": 1, "tensorboard": False,
+        "env": {"id": "agentgym/LogSearch-v0", "kwargs": {"lines_per_file": 60, "decoys": 3}},
+        "model": {"path": "smollm2", "generation": "vllm"},
+        "rollout": {"tasks_per_step": 1, "group_size": 2, "max_tokens": 16,
+                    "context": "summarize",
+                    "summarize": {"working_tokens": 600, "max_summaries": 2, "max_calls": 6}},
+        "algorithm": {"supo": {"overlong_mask": False}}, "optim": {"lr": 1e-4}}))
+    step = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()][-1]
+    # The first prompt alone is near W = 600: every rollout summarizes.
+    assert step["supo/summaries_per_episode"] >= 1.0
+    assert step["supo/sequences_per_rollout"] == step["supo/summaries_per_episode"] + 1
+    assert step["samples"] > 0 and math.isfinite(step["loss"]) and step["sync_s"] > 0
