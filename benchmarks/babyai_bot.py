@@ -46,9 +46,10 @@ async def main() -> None:
     for level in args.levels.split(","):
         env = BabyAIEnv(level)
         start = time.perf_counter()
-        wins, steps, unsolvable, lost = 0, [], [], []
+        wins, steps, unsolvable, lost, budgets = 0, [], [], [], set()
         for seed in range(args.seeds):
             won, n, why = await play(env, seed)
+            budgets.add(env.max_steps)  # minigrid sets it per mission, at reset
             if won:
                 wins += 1
                 steps.append(n)
@@ -60,11 +61,16 @@ async def main() -> None:
         mean = sum(steps) / len(steps) if steps else 0.0
         print(f"| {level} | {wins}/{args.seeds} | {len(unsolvable)}"
               f"{' (seeds ' + ', '.join(map(str, unsolvable)) + ')' if unsolvable else ''} "
-              f"| {wins}/{solvable} | {mean:.1f} | {env.max_steps} "
+              f"| {wins}/{solvable} | {mean:.1f} | {_span(budgets)} "
               f"| {time.perf_counter() - start:.0f} |", flush=True)
         if lost:
             print(f"  lost on solvable seeds: {'; '.join(lost)}", flush=True)
     print(f"load average at end: {os.getloadavg()}")
+
+
+def _span(values: set[int]) -> str:
+    low, high = min(values), max(values)
+    return f"{low}" if low == high else f"{low}-{high}"
 
 
 if __name__ == "__main__":
