@@ -18,6 +18,7 @@ from agentgym.context import ContextConfig
 from agentgym.policies.base import Policy, SamplingParams
 from agentgym.rollout import LMAgent, RolloutConfig, run_groups
 from agentgym.trainers.config import EnvMixEntry, TrainConfig
+from agentgym.trainers.heldout import task_outcomes
 from agentgym.trainers.metrics import succeeded
 from agentgym.trainers.mixture import entry_rollout, label_trajectories, split_seeds
 from agentgym.types import Trajectory
@@ -62,20 +63,40 @@ async def collect(config: TrainConfig, policy: Policy, seeds: Sequence[int], gro
     if config.env.max_turns is not None:
         env_kwargs["max_turns"] = config.env.max_turns
     r = config.rollout
-    summarize = r.summarize.for_eval() if evaluation else r.summarize
-    context = ContextConfig(mode=r.context, history_length=r.history_length,
-                            max_prompt_tokens=r.max_prompt_tokens, summarize=summarize)
-    sampling = SamplingParams(temperature=temperature, top_p=r.top_p, max_tokens=r.max_tokens,
-                              seed=seed)
     # the engine's step cap: the horizon schedule's in training, else rollout.max_steps
     cap = r.max_steps if max_turns is None or evaluation else max_turns
     rollout = RolloutConfig(group_size=group_size, concurrency=r.concurrency,
                             step_timeout=r.step_timeout, max_steps=cap)
     env_id = config.env.id
-    return await (runner or run_groups)(lambda: agentgym.make(env_id, **env_kwargs),
-                                        LMAgent(policy, context, sampling, r.tool_format),
-                                        list(seeds), rollout,
-                                        env_id=env_id)
+    agent = make_agent(config, policy, temperature=temperature, seed=seed,
+                       evaluation=evaluation)
+    return await (runner or run_groups)(lambda: agentgym.make(env_id, **env_kwargs), agent,
+                                        list(seeds), rollout, env_id=env_id)
+
+
+def make_agent(config: TrainConfig, policy: Policy, *, temperature: float, seed: int,
+               evaluation: bool = False, max_tokens: int | None = None) -> LMAgent:
+    """The agent a run plays every episode with: training, held-out and suite evaluation.
+
+    One recipe, so that what the trainer evaluates is what it trains: the run's context
+    (window K, SUPO's summaries at their evaluation budget when ``evaluation``), tool-call
+    format, nucleus and token limits.
+
+    Args:
+        config: The run's config (reads ``rollout``).
+        policy: The generation backend to sample from.
+        temperature: Sampling temperature (0 = greedy).
+        seed: Sampling seed.
+        evaluation: Evaluation episodes: SUPO's evaluation summary budget.
+        max_tokens: Completion tokens per call (default: ``rollout.max_tokens``).
+    """
+    r = config.rollout
+    summarize = r.summarize.for_eval() if evaluation else r.summarize
+    context = ContextConfig(mode=r.context, history_length=r.history_length,
+                            max_prompt_tokens=r.max_prompt_tokens, summarize=summarize)
+    sampling = SamplingParams(temperature=temperature, top_p=r.top_p,
+                              max_tokens=max_tokens or r.max_tokens, seed=seed)
+    return LMAgent(policy, context, sampling, r.tool_format)
 
 
 def _one_env(config: TrainConfig, entry: EnvMixEntry) -> TrainConfig:
@@ -84,14 +105,17 @@ def _one_env(config: TrainConfig, entry: EnvMixEntry) -> TrainConfig:
 
 
 async def evaluate_mix(config: TrainConfig, policy: Policy, runner: Runner | None = None
-                       ) -> dict[str, float]:
+                       ) -> tuple[dict[str, float], dict[str, float]]:
     """Held-out evaluation of every env of a mix that has ``eval_seeds``.
 
     Each env at its own ``eval_temperature`` (0 = greedy) and ``eval_draws``.
 
     Returns:
-        ``env/<label>/eval/success_rate`` and ``.../reward_mean`` per env (rewards before
-        ``reward_scale``), and ``eval/success_rate``/``eval/reward_mean`` over all of them.
+        ``(metrics, outcomes)``. Metrics: ``env/<label>/eval/success_rate`` and
+        ``.../reward_mean`` per env (rewards before ``reward_scale``), and
+        ``eval/success_rate``/``eval/reward_mean`` over all of them. Outcomes: each task's
+        success (:func:`agentgym.trainers.heldout.task_outcomes`) keyed ``<label>:<seed>``,
+        so that tasks of two envs never pair with each other.
     """
     entries = [e for e in config.envs if e.eval_seeds]
     done = await asyncio.gather(*(
@@ -100,12 +124,14 @@ async def evaluate_mix(config: TrainConfig, policy: Policy, runner: Runner | Non
                 e.eval_temperature, seed=0,
                 evaluation=True, runner=runner) for e in entries))
     out: dict[str, float] = {}
+    outcomes: dict[str, float] = {}
     every: list[Trajectory] = []
     for entry, trajs in zip(entries, done, strict=True):
         ok = [t for t in trajs if t.scorable]
         every += ok
         out.update(_held_out(ok, f"env/{entry.label}/eval"))
-    return {**out, **_held_out(every, "eval")} if entries else out
+        outcomes.update(task_outcomes(ok, prefix=f"{entry.label}:"))
+    return ({**out, **_held_out(every, "eval")} if entries else out), outcomes
 
 
 def _held_out(trajs: Sequence[Trajectory], prefix: str) -> dict[str, float]:

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from agentgym.evaluation.metrics import succeeded
+from agentgym.evaluation.stats import paired_bootstrap
 from agentgym.files import atomic_write
 from agentgym.types import Trajectory
 
@@ -35,21 +36,30 @@ def outcomes_path(run_dir: str | Path, step: int) -> Path:
     return Path(run_dir) / "heldout" / f"step-{step}.json"
 
 
-def record_outcomes(run_dir: str | Path, step: int, trajs: Sequence[Trajectory]) -> Path:
-    """Write each task's success, keyed by its seed.
+def task_outcomes(trajs: Sequence[Trajectory], prefix: str = "") -> dict[str, float]:
+    """Each task's success, keyed by ``prefix`` and its seed.
 
     A task with one scorable episode gets whether it succeeded; one with several
-    (``env.eval_draws``) gets the share that did.
+    (``env.eval_draws``) gets the share that did. Error episodes are left out.
     """
     episodes: dict[str, list[bool]] = {}
     for t in trajs:
         if t.scorable:
-            key = str(t.seed if t.seed is not None else t.task_id)
+            key = prefix + str(t.seed if t.seed is not None else t.task_id)
             episodes.setdefault(key, []).append(bool(succeeded(t)))
-    outcomes = {k: v[0] if len(v) == 1 else sum(v) / len(v) for k, v in episodes.items()}
+    return {k: v[0] if len(v) == 1 else sum(v) / len(v) for k, v in episodes.items()}
+
+
+def write_outcomes(run_dir: str | Path, step: int, outcomes: Mapping[str, float]) -> Path:
+    """Keep the outcomes of the evaluation after ``step`` steps (:func:`outcomes_path`)."""
     path = outcomes_path(run_dir, step)
     path.parent.mkdir(parents=True, exist_ok=True)
-    return atomic_write(path, json.dumps(outcomes, sort_keys=True))
+    return atomic_write(path, json.dumps(dict(outcomes), sort_keys=True))
+
+
+def record_outcomes(run_dir: str | Path, step: int, trajs: Sequence[Trajectory]) -> Path:
+    """Write each task's success (:func:`task_outcomes`), keyed by its seed."""
+    return write_outcomes(run_dir, step, task_outcomes(trajs))
 
 
 def read_outcomes(run_dir: str | Path, step: int) -> dict[str, float] | None:
@@ -62,20 +72,15 @@ def paired_gain(before: Sequence[float], after: Sequence[float], *, resamples: i
                 seed: int = 0) -> tuple[float, float, float]:
     """``(gain, low, high)``: mean of ``after - before`` and its 95% paired bootstrap interval.
 
+    :func:`agentgym.evaluation.stats.paired_bootstrap`, the one the eval pages use too.
+
     Args:
         before: Each task's outcome (0/1, or its share of successes) before training.
         after: The same tasks' outcomes after, in the same order.
         resamples: Bootstrap resamples.
         seed: Seed of the resampling.
     """
-    if len(before) != len(after) or not before:
-        raise ValueError(f"need the same tasks before and after, got {len(before)} and "
-                         f"{len(after)} outcomes")
-    diff = np.asarray(after, dtype=float) - np.asarray(before, dtype=float)
-    rng = np.random.default_rng(seed)
-    means = diff[rng.integers(0, len(diff), (resamples, len(diff)))].mean(axis=1)
-    low, high = np.percentile(means, [2.5, 97.5])
-    return float(diff.mean()), float(low), float(high)
+    return paired_bootstrap(before, after, resamples=resamples, seed=seed)
 
 
 def gain_metrics(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:

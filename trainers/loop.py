@@ -44,7 +44,7 @@ from agentgym.trainers.advantages.gae import ValueEstimator
 from agentgym.trainers.async_loop import RolloutDriver, make_driver
 from agentgym.trainers.batching import samples_from_groups
 from agentgym.trainers.checkpoint import Checkpointer, TrainState
-from agentgym.trainers.collect import collect, evaluate_mix
+from agentgym.trainers.collect import collect, evaluate_mix, make_agent
 from agentgym.trainers.config import TrainConfig, save_config
 from agentgym.trainers.critic import Critic
 from agentgym.trainers.lora import with_lora
@@ -299,13 +299,16 @@ def _explorer(run: Run) -> Any:
 async def evaluate(run: Run) -> dict[str, float]:
     """Greedy success rate and mean reward on the held-out seeds, and the eval suite if set."""
     out: dict[str, float] = {}
-    if run.config.eval.suite:  # agentgym.evaluation: eval/<suite>/<entry>/... metrics
+    cfg = run.config
+    if cfg.eval.suite:  # agentgym.evaluation: eval/<suite>/<entry>/... metrics
         from agentgym.evaluation.training import evaluate_suite
 
-        out.update(await evaluate_suite(run.config, run.policy, run.state.step))
+        # greedy, with the agent training and held-out evaluation use (its context included)
+        agent = make_agent(cfg, run.policy, temperature=0.0, seed=0, evaluation=True,
+                           max_tokens=cfg.eval.max_tokens)
+        out.update(await evaluate_suite(cfg, agent, run.state.step))
     runner = run.driver.run_groups if run.driver is not None else None
-    return {**out, **await evaluate_held_out(run.config, run.policy, runner,
-                                             step=run.state.step)}
+    return {**out, **await evaluate_held_out(cfg, run.policy, runner, step=run.state.step)}
 
 
 @torch.no_grad()
@@ -320,7 +323,11 @@ async def evaluate_held_out(config: TrainConfig, policy: TransformersPolicy,
     95% interval (``heldout/*``).
     """
     if config.envs:  # several envs: each its own held-out seeds
-        return await evaluate_mix(config, policy, runner)
+        out, outcomes = await evaluate_mix(config, policy, runner)
+        if step is not None and outcomes:  # paired over every env's tasks (label:seed)
+            heldout.write_outcomes(config.run_dir, step, outcomes)
+            out.update(heldout.run_gain(config.run_dir, step))
+        return out
     cfg = config.env
     if not cfg.eval_seeds:
         return {}

@@ -1,9 +1,10 @@
 """Suite evaluation inside a training run (``eval.suite`` in the training config).
 
 The trainer calls :func:`evaluate_suite` before the first step, every ``eval_every`` steps
-and after the last, with its live policy: greedy decoding, one rollout per task, at most
-``eval.tasks`` tasks per entry. Episodes go to ``<run_dir>/eval/step-<N>/results.jsonl``
-(browse them with ``agentgym view``); the metrics come back flat for ``metrics.jsonl``:
+and after the last, with the agent it trains (its live policy and context): greedy decoding,
+one rollout per task, at most ``eval.tasks`` tasks per entry. Episodes go to
+``<run_dir>/eval/step-<N>/results.jsonl`` (browse them with ``agentgym view``); the metrics
+come back flat for ``metrics.jsonl``:
 ``eval/<suite>/success_rate`` and ``eval/<suite>/<entry>/success_rate`` (and mean reward,
 invalid-action and error rates), which ``agentgym eval --train-run`` plots as a curve.
 """
@@ -18,33 +19,27 @@ from agentgym.evaluation.metrics import summarize_by_entry
 from agentgym.evaluation.runner import run_suite
 from agentgym.evaluation.suites import get_suite
 from agentgym.files import atomic_write
+from agentgym.rollout import Agent
 
 LOGGED = ("success_rate", "mean_reward", "invalid_action_rate", "error_rate")
 
 
-async def evaluate_suite(config: Any, policy: Any, step: int) -> dict[str, float]:
-    """Run the configured suite with ``policy``; flat ``eval/...`` metrics.
+async def evaluate_suite(config: Any, agent: Agent, step: int) -> dict[str, float]:
+    """Run the configured suite with ``agent``; flat ``eval/...`` metrics.
 
     Args:
         config: The ``TrainConfig`` (reads ``eval``, ``rollout`` and ``run_dir``).
-        policy: The trainer's generation backend (weights shared with the trained model).
+        agent: The agent the trainer evaluates with (its live policy, greedy, the run's own
+            context: ``agentgym.trainers.collect.make_agent``).
         step: The training step, naming the output folder.
     """
-    from agentgym.context import ContextConfig
-    from agentgym.policies.base import SamplingParams
-    from agentgym.rollout import LMAgent
-
     section, rollout = config.eval, config.rollout
     # One rollout per task: greedy decoding would only repeat the same episode.
     suite = get_suite(section.suite).with_overrides(tasks=section.tasks, rollouts=1)
-    context = ContextConfig(mode=rollout.context, history_length=rollout.history_length,
-                            max_prompt_tokens=rollout.max_prompt_tokens)
-    sampling = SamplingParams(temperature=0.0, max_tokens=section.max_tokens or
-                              rollout.max_tokens, seed=0)
     out_dir = Path(config.run_dir) / "eval" / f"step-{step}"
     if (out_dir / "results.jsonl").exists():  # a resumed run re-evaluates this step afresh
         (out_dir / "results.jsonl").unlink()
-    trajs = await run_suite(suite, LMAgent(policy, context, sampling), out_dir,
+    trajs = await run_suite(suite, agent, out_dir,
                             concurrency=rollout.concurrency, step_timeout=rollout.step_timeout)
     metrics = summarize_by_entry(trajs, [e.name for e in suite.entries])
     atomic_write(out_dir / "metrics.json", json.dumps(

@@ -57,3 +57,29 @@ def test_shares_of_several_draws_pair_like_outcomes(tmp_path):
     m = run_gain(tmp_path, 4)
     assert (m["heldout/success_before"], m["heldout/success_after"]) == (0.5, 0.625)
     assert m["heldout/gain"] == pytest.approx(0.125)
+
+
+def test_an_env_mix_records_outcomes_and_gets_the_paired_gain(tiny_model_dir, tmp_path):
+    """Each env's held-out tasks are kept under ``<label>:<seed>`` (two envs' seeds never
+    pair with each other), and after the first step the gain over all of them comes."""
+    import asyncio
+
+    from agentgym.policies.hf import TransformersPolicy
+    from agentgym.trainers.config import load_config
+    from agentgym.trainers.loop import evaluate_held_out
+    from agentgym.trainers.models import load_trained_model
+
+    model, tokenizer = load_trained_model(str(tiny_model_dir), device="cpu", dtype="float32")
+    config = load_config(None, [
+        f"run_dir={tmp_path}", "rollout.max_tokens=8",
+        "envs=[{id: agentgym/MentalMath-v0, name: a, eval_seeds: 2},"
+        " {id: agentgym/MentalMath-v0, name: b, eval_seeds: 2}]"])
+    policy = TransformersPolicy(model, tokenizer, seed=0)
+    before = asyncio.run(evaluate_held_out(config, policy, step=0))
+    after = asyncio.run(evaluate_held_out(config, policy, step=1))
+    assert sorted(read_outcomes(tmp_path, 0)) == ["a:1000000", "a:1000001",
+                                                  "b:1000000", "b:1000001"]
+    assert "heldout/gain" not in before  # nothing to compare with yet
+    assert after["heldout/tasks"] == 4.0
+    assert after["heldout/gain"] == 0.0  # the same weights, greedy: the same outcomes
+    assert after["heldout/success_before"] == before["eval/success_rate"]
