@@ -203,3 +203,54 @@ def test_supo_summary_turns_are_taken_on_the_engine(tmp_path):
     assert step["supo/summaries_per_episode"] >= 1.0
     assert step["supo/sequences_per_rollout"] == step["supo/summaries_per_episode"] + 1
     assert step["samples"] > 0 and math.isfinite(step["loss"]) and step["sync_s"] > 0
+
+
+
+def _rows(run):
+    import json
+
+    return [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_an_env_mix_on_the_engine(tmp_path):
+    """Two envs in one run, a multi-turn and a single-turn one, every episode generated on
+    the engine: each step trains, syncs and logs per env."""
+    pytest.importorskip("vllm")
+    from agentgym.trainers.config import TrainConfig, from_dict
+    from agentgym.trainers.loop import train
+
+    rows = _rows(train(from_dict(TrainConfig, {
+        "run_dir": str(tmp_path / "run"), "steps": 2, "save_every": 2, "tensorboard": False,
+        "envs": [{"id": "agentgym/Sokoban-v0", "max_turns": 3, "eval_seeds": 2},
+                 {"id": "agentgym/MentalMath-v0", "name": "math", "eval_seeds": 2}],
+        "model": {"path": "smollm2", "generation": "vllm"},
+        "rollout": {"tasks_per_step": 2, "group_size": 2, "max_tokens": 12},
+        "algorithm": {"drop_zero_variance_groups": False}, "optim": {"lr": 1e-4}})))
+    steps = [r for r in rows if r["step"] > 0]
+    assert [r["policy_version"] for r in steps] == [1.0, 2.0]
+    for r in steps:
+        assert r["samples"] > 0 and r["sync_s"] > 0
+        assert {"env/agentgym/Sokoban-v0/reward_mean", "env/math/reward_mean"} <= r.keys()
+    assert "env/math/eval/success_rate" in rows[-1]
+
+
+def test_partial_rollouts_on_the_engine(tmp_path):
+    """APRIL on the engine: episodes cut at a step's end resume there after the weight sync,
+    and their older turns are trained as stale, importance-corrected samples."""
+    pytest.importorskip("vllm")
+    from agentgym.trainers.config import TrainConfig, from_dict
+    from agentgym.trainers.loop import train
+
+    rows = _rows(train(from_dict(TrainConfig, {
+        "run_dir": str(tmp_path / "run"), "steps": 3, "save_every": 3, "tensorboard": False,
+        "env": {"id": "agentgym/Sokoban-v0", "max_turns": 6},
+        "model": {"path": "smollm2", "generation": "vllm"},
+        "rollout": {"tasks_per_step": 2, "group_size": 2, "max_tokens": 12,
+                    "april": {"enabled": True, "max_staleness": 4}},
+        "algorithm": {"drop_zero_variance_groups": False}, "optim": {"lr": 1e-4}})))
+    steps = [r for r in rows if r["step"] > 0]
+    assert [r["policy_version"] for r in steps] == [1.0, 2.0, 3.0]
+    assert all(r["samples"] > 0 and r["sync_s"] > 0 for r in steps)
+    assert all(r["groups_trained"] <= 2 for r in steps)
+    print("carried:", [r["april/carried_out"] for r in steps],
+          "stale:", [r["async/stale_samples"] for r in steps])
