@@ -181,7 +181,9 @@ async def test_sessions_past_max_sessions_are_refused_as_faults():
         first, second = agentgym.make(f"openenv:{url}"), agentgym.make(f"openenv:{url}")
         try:
             await first.reset(seed=0)
-            with pytest.raises(OpenEnvFault, match="CAPACITY_REACHED"):
+            # openenv-core's server sends CAPACITY_REACHED and closes the socket at once; the
+            # client may meet the close first. Either way the reset is a fault, never a score.
+            with pytest.raises(OpenEnvFault, match="CAPACITY_REACHED|ConnectionClosed"):
                 await second.reset(seed=1)
             await first.aclose()  # its session ends: the slot is free again
             for _ in range(600):  # the server frees the slot just after the socket closes
