@@ -184,7 +184,7 @@ def train_split(job: list[str], backend: str, run_dir: Path) -> dict:
 
 def bfcl_eval(policy: str, out: Path) -> float:
     wall, _, _ = run_command([sys.executable, "-m", "agentgym.cli", "eval",
-                              "benchmarks/bfcl_sample_single.yaml", "--policy", policy,
+                              "--suite", "benchmarks/bfcl_sample_single.yaml", "--policy", policy,
                               "--out", str(out)])
     return wall
 
@@ -246,7 +246,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             hf = bfcl_eval("smollm2", Path(tmp) / "hf")
             vl = bfcl_eval("vllm:smollm2", Path(tmp) / "vllm")
-        body += ["", f"BFCL sample eval (`agentgym eval benchmarks/bfcl_sample_single.yaml "
+        body += ["", f"BFCL sample eval (`agentgym eval --suite benchmarks/bfcl_sample_single.yaml "
                  f"--policy ...`, its fixed sample): transformers {hf:.0f} s, vLLM {vl:.0f} s "
                  "(engine start included)."]
         print(body[-1], flush=True)
