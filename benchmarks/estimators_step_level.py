@@ -5,8 +5,8 @@ on a 5×5 grid from the same start, so states and short histories repeat across 
 trajectories. Each step's action is model-like text: a sentence that varies from step to step
 plus a Hermes ``<tool_call>`` naming the move (SALT parses each distinct call once);
 3% of steps are malformed JSON, and a move into a wall is invalid. Reaching the goal cell
-earns 1. The reference (``reference_estimators.py``, per-step Python loops) must give the
-same numbers; that is asserted before timing. Median of repeated calls.
+earns 1. The reference (``agentgym.trainers.advantages.reference``, per-step Python
+loops) must give the same numbers; that is asserted before timing. Median of repeated calls.
 
     python benchmarks/estimators_step_level.py [--repeats 20] [--no-write]
 """
@@ -24,12 +24,12 @@ from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
-from reference_estimators import hgpo_reference, salt_reference
 from results import write_section
 
 import agentgym
 from agentgym.parsing import parse_tool_calls
 from agentgym.trainers.advantages import get_estimator
+from agentgym.trainers.advantages.reference import hgpo_reference, salt_reference
 from agentgym.trainers.advantages.salt import canonical_action
 from agentgym.types import Group, Message, Step, StepResult, Trajectory
 
@@ -151,7 +151,7 @@ def main() -> None:
         "distinct call once; the *structured* rows hold the "
         "same calls in `Message.tool_calls` (as an OpenAI-compatible server returns them), "
         "so only their JSON keys are computed. The reference is the per-step "
-        "Python loop of `benchmarks/reference_estimators.py`; both give the same numbers "
+        "Python loop of `agentgym.trainers.advantages.reference`; both give the same numbers "
         "(asserted, to 1e-9).",
         f"Median of {args.repeats} calls ({args.reference_repeats} for the reference). "
         f"Machine: {os.cpu_count()} cores (1-minute load average {load:.1f} at the start"

@@ -6,27 +6,25 @@ Returns-to-go: t1 (9.025, 9.5, 10); t2 (8.57375, 9.025, 9.5, 10); t3 = t4 = 0.
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentgym.errors import ConfigError, SchemaError
-from agentgym.trainers.advantages import HGPOOptions, get_estimator, options_class, parse_options
+from agentgym.trainers.advantages import (
+    HGPOOptions,
+    get_estimator,
+    options_class,
+    parse_options,
+    reference,
+)
 from agentgym.trainers.advantages import hgpo as hgpo_mod
 from agentgym.trainers.advantages.base import flatten, normalize
 from agentgym.trainers.advantages.gigpo import state_clusters
 from agentgym.types import Group, Message, Step, StepResult, Trajectory
 
 from .test_advantages import check, error, groups_st, grp, traj
-
-_REF = Path(__file__).resolve().parents[2] / "benchmarks" / "reference_estimators.py"
-_spec = importlib.util.spec_from_file_location("reference_estimators", _REF)
-reference = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(reference)
 
 
 def run(groups, **options):

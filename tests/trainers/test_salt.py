@@ -6,8 +6,6 @@ Worked example (spec §4): GRPO base, R = 1, 0, 0, 1 → A = ±.866025 (unbiased
 from __future__ import annotations
 
 import doctest
-import importlib.util
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,17 +13,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentgym.errors import ConfigError
-from agentgym.trainers.advantages import SALTOptions, get_estimator, parse_options
+from agentgym.trainers.advantages import SALTOptions, get_estimator, parse_options, reference
 from agentgym.trainers.advantages import salt as salt_mod
 from agentgym.trainers.advantages.salt import canonical_action
 from agentgym.types import Group, Message, Step, StepResult, ToolCall, Trajectory
 
 from .test_advantages import check, error, groups_st
-
-_REF = Path(__file__).resolve().parents[2] / "benchmarks" / "reference_estimators.py"
-_spec = importlib.util.spec_from_file_location("reference_estimators", _REF)
-reference = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(reference)
 
 A = 0.866025  # the example's |A|
 

@@ -1,12 +1,17 @@
 """Plain-Python reference implementations of HGPO and SALT: per-step loops, dicts, no numpy.
 
 Written straight from the credit-assignment spec (§3, §4) to check the vectorized estimators
-in ``agentgym.trainers.advantages`` (``benchmarks/estimators_step_level.py`` asserts that
-both give the same numbers; ``tests/trainers/test_hgpo.py`` and ``test_salt.py`` compare
-them on random groups). One numeric detail is copied on purpose: HGPO drops pairs whose
-advantage is *exactly* 0, so a level's statistics are computed the way the estimator does
-(members sorted, shifted by the smallest, summed left to right); otherwise a rounding
-residue of 1e-17 would keep a pair the estimator drops and change the weighted mean.
+of this package: ``tests/trainers/test_hgpo.py`` and ``test_salt.py`` compare them on random
+groups, and ``benchmarks/estimators_step_level.py`` times both and asserts they agree. They
+live in the package, not beside the tests, so that tests and benchmarks import them by name;
+an estimator plug-in that varies HGPO or SALT can check itself against them the same way.
+Nothing registers them and the trainer never calls them. One numeric detail is copied on
+purpose: HGPO drops pairs whose advantage is *exactly* 0, so a level's statistics are
+computed the way the estimator does (members sorted, shifted by the smallest, summed left to
+right); otherwise a rounding residue of 1e-17 would keep a pair the estimator drops and
+change the weighted mean.
+
+    >>> from agentgym.trainers.advantages.reference import hgpo_reference, salt_reference
 """
 
 from __future__ import annotations
