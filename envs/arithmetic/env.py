@@ -45,7 +45,8 @@ def evaluate(expression: str) -> Fraction:
         raise ValueError(f"not an arithmetic expression: {exc.msg}") from None
 
     def ev(node: ast.AST) -> Fraction:
-        if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        if (isinstance(node, ast.Constant) and isinstance(node.value, int | float)
+                and not isinstance(node.value, bool)):  # True is an int, not a number here
             return Fraction(node.value)
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
             value = ev(node.operand)

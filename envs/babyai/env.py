@@ -25,7 +25,7 @@ import hashlib
 import re
 from collections.abc import Mapping
 from importlib.metadata import version
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from agentgym.env import BaseEnv
 from agentgym.errors import ConfigError, MissingExtraError, did_you_mean
@@ -36,6 +36,9 @@ from agentgym.types import Message, StepResult, ToolCall
 from .describe import describe_view
 from .levels import LEVELS
 from .solvable import unopenable_doors
+
+if TYPE_CHECKING:
+    from minigrid.minigrid_env import MiniGridEnv
 
 _MAX_PLAN = 200
 """Subgoals the bot may stack up; its plans hold a handful, so more means it is looping."""
@@ -102,10 +105,10 @@ def read_action(action: Message) -> tuple[int | None, str | None, str]:
         return _phrase(tagged[0]), None, ""  # <action>turn left</action>
     calls = action.tool_calls or parse_tool_calls(action.content).calls
     if calls:
-        call_id = readable_call(calls[0]).id  # the id the reply echoes, as text
+        call = calls[0]
+        call_id = readable_call(call).id  # the id the reply echoes, as text
         if len(calls) > 1:
             return None, call_id, f"one action per turn, got {len(calls)} calls"
-        call = calls[0]
         problem = call.problem()  # a user's agent can build any call: answered, never raised
         if problem is not None:
             return None, call_id, problem
@@ -150,7 +153,8 @@ class BabyAIEnv(BaseEnv):
         self.level = level
         self.benchmark = f"minigrid {version('minigrid')}"
         self.tools = tuple(t.spec for t in _TOOLS)
-        self.minigrid = gymnasium.make(LEVELS[level]).unwrapped
+        # every id in LEVELS is a BabyAI level, a MiniGridEnv
+        self.minigrid = cast("MiniGridEnv", gymnasium.make(LEVELS[level]).unwrapped)
         self._bot: Any = None
         self._last_action: int | None = None
         self.task_id = ""
@@ -207,7 +211,7 @@ class BabyAIEnv(BaseEnv):
                                     "success": False, "action": None})
         obs, reward, terminated, truncated, _ = self.minigrid.step(index)
         self._last_action = index
-        success = bool(terminated and reward > 0)
+        success = bool(terminated and float(reward) > 0)
         text = f"You did: {ACTIONS[index]}.\n{self._view(obs)}"
         if success:
             text += "\nMission accomplished!"

@@ -37,7 +37,7 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from agentgym.fidelity import (
     Comparison,
@@ -53,6 +53,9 @@ from agentgym.types import Trajectory
 from .describe import describe_view
 from .env import ACTIONS
 from .levels import LEVELS
+
+if TYPE_CHECKING:
+    from minigrid.minigrid_env import MiniGridEnv
 
 FAMILY = "babyai"
 RESET = "(reset)"
@@ -112,7 +115,7 @@ def reference_run(case: Case) -> tuple[list[StepRecord], bool]:
     from minigrid.utils.baby_ai_bot import BabyAIBot
 
     gym_env = gymnasium.make(LEVELS[case.level])
-    env = gym_env.unwrapped
+    env = cast("MiniGridEnv", gym_env.unwrapped)  # every id in LEVELS is a MiniGridEnv
     try:
         obs, _ = gym_env.reset(seed=case.seed)
         records = [StepRecord(RESET, f"Mission: {env.mission}\n{_view(obs, env)}\n"
@@ -121,7 +124,8 @@ def reference_run(case: Case) -> tuple[list[StepRecord], bool]:
         bot.stack = _BoundedPlan(bot.stack)
         while True:
             try:
-                action = int(bot.replan())
+                # minigrid leaves replan unannotated; it returns an action, never None
+                action = int(bot.replan())  # pyright: ignore[reportArgumentType]
             except _Looping:
                 records.append(StepRecord("(error)", GAVE_UP, None, None, False, False))
                 return records, False
@@ -129,7 +133,7 @@ def reference_run(case: Case) -> tuple[list[StepRecord], bool]:
                 records.append(StepRecord("(error)", SAYS_DONE, None, None, False, False))
                 return records, False
             obs, reward, terminated, truncated, _ = gym_env.step(action)
-            success = bool(terminated and reward > 0)
+            success = bool(terminated and float(reward) > 0)
             text = f"You did: {ACTIONS[action]}.\n{_view(obs, env)}"
             text += "\nMission accomplished!" if success else ""
             records.append(StepRecord(f"{ACTIONS[action].replace(' ', '_')}()",
@@ -203,7 +207,7 @@ async def run(cases: Sequence[Case], concurrency: int | None = None) -> list[Com
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line: random seeds of every level; prints the per-level table and a summary."""
     parser = argparse.ArgumentParser(prog="python -m agentgym.envs.babyai.fidelity",
-                                     description=__doc__.split("\n\n")[0])
+                                     description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--per-level", type=int, default=5, help="random seeds of each level")
     parser.add_argument("--levels", nargs="*", default=list(LEVELS), choices=list(LEVELS))
     parser.add_argument("--seed", type=int, default=0, help="seed of the draw")
