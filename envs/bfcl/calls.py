@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import jsonschema
+import jsonschema.exceptions
 
 from agentgym.envs.bfcl.scoring import is_json_value
 from agentgym.errors import did_you_mean

@@ -146,7 +146,7 @@ def _import_bfcl() -> types.SimpleNamespace:
     finally:
         if standin:  # the checker holds the mapping; leave the real module importable
             sys.modules.pop(_CONFIG_MODULE, None)
-    math_api = importlib.import_module(MATH_MODULE)
+    math_api: Any = importlib.import_module(MATH_MODULE)  # its attributes are BFCL's, by name
     if not isinstance(math_api.mpmath, ThreadMpmath):  # see the module docstring
         math_api.mpmath = ThreadMpmath(math_api.mpmath)
     return types.SimpleNamespace(
