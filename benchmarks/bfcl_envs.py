@@ -24,6 +24,7 @@ import agentgym
 from agentgym import Message
 from agentgym.envs.bfcl import MULTI_TURN, task_ids
 from agentgym.envs.bfcl.data import bfcl_version
+from agentgym.trainers.advantages.diagnostics import step_group_recurrence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from results import machine_note, write_section  # noqa: E402
@@ -109,7 +110,7 @@ async def state_recurrence(category: str, tasks: int, group: int = 8) -> tuple[f
     """
     from agentgym.policies.simple import RandomAgent
 
-    shared = revisits = total = 0
+    groups = []
     for t, task_id in enumerate(task_ids(category)[:tasks]):
         rng = random.Random(t)
         agent = RandomAgent(seed=t)
@@ -133,12 +134,9 @@ async def state_recurrence(category: str, tasks: int, group: int = 8) -> tuple[f
                     break
             keys_per_rollout.append(keys)
         await env.aclose()
-        for i, keys in enumerate(keys_per_rollout):
-            others = {k for j, ks in enumerate(keys_per_rollout) if j != i for k in ks}
-            shared += sum(k in others for k in keys)
-            revisits += sum(k in keys[:n] for n, k in enumerate(keys))
-            total += len(keys)
-    return shared / total, revisits / total
+        groups.append(keys_per_rollout)
+    r = step_group_recurrence(groups)  # the trainer's diagnostic
+    return r.across, r.revisited
 
 
 async def main(quick: bool) -> None:

@@ -465,32 +465,14 @@ def revisits(s: Setup, model: Path, folder: Path, limit_s: float) -> tuple[bool,
                           "--group-size", str(s.group_size), "--seed", "20000"):
         return False, {}
     from agentgym.jsonl import read_trajectories
+    from agentgym.trainers.advantages.diagnostics import state_keys, step_group_recurrence
     from agentgym.types import Group
 
     groups = Group.from_trajectories(list(read_trajectories(out)))
-    levels = range(1, s.history_length + 2)
-    shared = dict.fromkeys(levels, 0)
-    total = 0
-    for group in groups:
-        keys = {}
-        for traj in group.scorable:
-            states = [st.state_key for st in traj.steps]
-            for t in range(len(states)):
-                for k in levels:
-                    suffix = tuple(states[max(0, t - k + 1):t + 1])
-                    if t + 1 >= k and None not in suffix:
-                        keys.setdefault((k, suffix), []).append(1)
-        for traj in group.scorable:
-            states = [st.state_key for st in traj.steps]
-            for t in range(len(states)):
-                total += 1
-                for k in levels:
-                    suffix = tuple(states[max(0, t - k + 1):t + 1])
-                    if t + 1 >= k and len(keys.get((k, suffix), ())) >= 2:
-                        shared[k] += 1
+    r = step_group_recurrence(state_keys(groups), levels=s.history_length + 1)
     _, success = tuning_success(out)  # over every scorable episode of the groups
-    return True, {"steps": total, "groups": len(groups), "group_size": s.group_size,
-                  "share_grouped": {str(k): shared[k] / max(total, 1) for k in levels},
+    return True, {"steps": r.steps, "groups": len(groups), "group_size": s.group_size,
+                  "share_grouped": {str(k): share for k, share in enumerate(r.grouped, 1)},
                   "train_success_t1": success}
 
 

@@ -29,6 +29,7 @@ from results import write_section
 import agentgym
 from agentgym.parsing import parse_tool_calls
 from agentgym.trainers.advantages import get_estimator
+from agentgym.trainers.advantages.diagnostics import state_keys, step_group_recurrence
 from agentgym.trainers.advantages.reference import hgpo_reference, salt_reference
 from agentgym.trainers.advantages.salt import canonical_action
 from agentgym.types import Group, Message, Step, StepResult, Trajectory
@@ -104,17 +105,8 @@ def canonicalize(groups: list[Group]) -> list:
 
 def level_sizes(groups: list[Group]) -> str:
     """Share of steps whose level-k group (HGPO) has another member, k = 1 … K+1."""
-    shares = []
-    for k in range(1, K + 2):
-        counts: dict[tuple, int] = {}
-        suffixes = [(g, tuple(s.state_key for s in t.steps[i - k + 1:i + 1]))
-                    for g, grp in enumerate(groups) for t in grp.trajectories
-                    for i in range(k - 1, len(t.steps))]
-        for s in suffixes:
-            counts[s] = counts.get(s, 0) + 1
-        n_steps = GROUPS * TRAJS * STEPS
-        shares.append(f"k={k}: {sum(counts[s] >= 2 for s in suffixes) / n_steps:.0%}")
-    return ", ".join(shares)
+    r = step_group_recurrence(state_keys(groups), levels=K + 1)
+    return ", ".join(f"k={k}: {share:.0%}" for k, share in enumerate(r.grouped, 1))
 
 
 def main() -> None:

@@ -25,7 +25,6 @@ import os
 import re
 import statistics
 import time
-from collections import defaultdict
 from pathlib import Path
 
 from results import machine_note, write_section
@@ -38,6 +37,7 @@ from agentgym.evaluation.suites import get_suite
 from agentgym.policies.base import SamplingParams
 from agentgym.policies.factory import make_agent
 from agentgym.rollout import RolloutConfig, run_groups
+from agentgym.trainers.advantages.diagnostics import step_group_recurrence
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "miniwob.md"
 RUNS = Path(__file__).resolve().parent.parent / "runs" / "miniwob"
@@ -253,14 +253,8 @@ async def recurrence(tasks: list[str], group: int, max_steps: int) -> None:
     for task in tasks:
         trajs = await run_groups(lambda t=task: MiniWoBEnv(t), make_agent("random", seed=0),
                                  [FIRST_SEED], config, env_id=f"miniwob/{task}")
-        keys = [[s.state_key for s in t.steps] for t in trajs]
-        owners: dict[str, set[int]] = defaultdict(set)
-        for i, ks in enumerate(keys):
-            for k in ks:
-                owners[k].add(i)
-        steps = sum(len(ks) for ks in keys)
-        shared_steps = sum(len(owners[k]) > 1 for ks in keys for k in ks)
-        lines.append(f"| {task} | {steps} | {len(owners)} | {shared_steps / max(steps, 1):.0%} |")
+        r = step_group_recurrence([[[s.state_key for s in t.steps] for t in trajs]])
+        lines.append(f"| {task} | {r.steps} | {r.states} | {r.across:.0%} |")
         print(lines[-1], flush=True)
     write_section("State recurrence", "\n".join(lines), DOC)
 

@@ -28,7 +28,6 @@ import random
 import subprocess
 import sys
 import time
-from collections import Counter
 from typing import Any
 
 import agentgym
@@ -37,6 +36,7 @@ from agentgym.envs.babyai import ACTIONS, LEVELS
 from agentgym.envs.reasoning_gym import CURATED
 from agentgym.envs.textarena import EXPERTS, GAMES
 from agentgym.envs.textarena.fidelity import RANDOM_MOVES
+from agentgym.trainers.advantages.diagnostics import step_group_recurrence
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from results import machine_note  # noqa: E402
@@ -143,16 +143,10 @@ async def recurrence(env_id: str, tasks: range, group: int = 8) -> tuple[float, 
     """Shares of steps whose key recurs in the group at all, and in another rollout of it."""
     env = agentgym.make(env_id)
     rng = random.Random(0)
-    anywhere = across = total = 0
-    for seed in tasks:
-        rollouts = [(await episode(env, seed, "random", rng))[1] for _ in range(group)]
-        counts = Counter(k for keys in rollouts for k in keys)
-        for i, keys in enumerate(rollouts):
-            others = {k for j, ks in enumerate(rollouts) if j != i for k in ks}
-            anywhere += sum(counts[k] >= 2 for k in keys)
-            across += sum(k in others for k in keys)
-            total += len(keys)
-    return anywhere / total, across / total
+    groups = [[(await episode(env, seed, "random", rng))[1] for _ in range(group)]
+              for seed in tasks]
+    r = step_group_recurrence(groups)  # the trainer's diagnostic, on random play
+    return r.grouped[0], r.across
 
 
 async def main(quick: bool) -> None:

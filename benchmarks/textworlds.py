@@ -31,7 +31,6 @@ import os
 import subprocess
 import sys
 import time
-from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -44,6 +43,7 @@ from agentgym.envs.scienceworld import engine as sw_engine
 from agentgym.envs.textworld_express import TextWorldExpressEnv
 from agentgym.envs.textworld_express import engine as twx_engine
 from agentgym.evaluation.metrics import succeeded
+from agentgym.trainers.advantages.diagnostics import step_group_recurrence
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "text-worlds.md"
 FIGURES_SECTION = "ScienceWorld and TextWorldExpress: speed, memory, random policy"
@@ -83,16 +83,11 @@ def recurrence(groups: list[list[list[str]]]) -> tuple[float, float]:
 
     The first counts every step whose key occurs at least twice among the group's steps (a
     step-level group of size > 1 for GiGPO/HGPO); the second only those whose key also occurs
-    in another rollout of the group (a revisit that one rollout's loops cannot explain).
+    in another rollout of the group (a revisit that one rollout's loops cannot explain). Both
+    from :func:`agentgym.trainers.advantages.diagnostics.step_group_recurrence`.
     """
-    anywhere = across = total = 0
-    for group in groups:
-        counts = Counter(k for keys in group for k in keys)
-        rollouts = Counter(k for keys in group for k in set(keys))
-        anywhere += sum(counts[k] >= 2 for keys in group for k in keys)
-        across += sum(rollouts[k] >= 2 for keys in group for k in keys)
-        total += sum(len(keys) for keys in group)
-    return anywhere / max(total, 1), across / max(total, 1)
+    r = step_group_recurrence(groups)
+    return r.grouped[0], r.across
 
 
 async def throughput(make, concurrency: int, seconds: float) -> float:
