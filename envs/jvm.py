@@ -35,7 +35,7 @@ import shutil
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from agentgym.errors import ConfigError
 
@@ -67,15 +67,21 @@ differential check), so that it hashes as the pooled JVMs do."""
 class EngineFault(RuntimeError):
     """A benchmark's JVM failed (died, lost its socket): an infrastructure fault, not a mistake."""
 
-try:  # py4j comes with the benchmark packages; without it no engine call is ever made
+if TYPE_CHECKING:  # checked against py4j's own classes
+    import subprocess
+
     from py4j.protocol import Py4JError as _Py4JError
     from py4j.protocol import Py4JJavaError as JavaError
-except ImportError:  # pragma: no cover
-    class _Py4JError(Exception):  # type: ignore[no-redef]
-        pass
+else:
+    try:  # py4j comes with the benchmark packages; without it no engine call is ever made
+        from py4j.protocol import Py4JError as _Py4JError
+        from py4j.protocol import Py4JJavaError as JavaError
+    except ImportError:  # pragma: no cover
+        class _Py4JError(Exception):
+            pass
 
-    class JavaError(Exception):  # type: ignore[no-redef]
-        """An exception the engine raised in Java (an input it rejected)."""
+        class JavaError(Exception):
+            """An exception the engine raised in Java (an input it rejected)."""
 
 
 async def call_engine(fn: Callable[..., Any], *args: Any, engine: str) -> Any:
@@ -185,7 +191,9 @@ class IsolatedObject:
         if isinstance(value, JavaSet):
             return jdk.LinkedHashSet(value)
         if isinstance(value, JavaObject):
-            cls = value.getClass()  # declared by Object: callable on any class
+            # declared by Object: callable on any class (py4j is unannotated and infers its
+            # __getattr__ as "field or None"; a Java method is never None)
+            cls = value.getClass()  # pyright: ignore[reportOptionalCall]
             if cls.getClassLoader() is not None:  # not the JDK's: the isolate's
                 return IsolatedObject(self._gateway, cls, value)
         return value
@@ -360,9 +368,10 @@ class JVMPool:
 
         java = require_java()
         try:
-            port, process = launch_gateway(classpath=self.jar, die_on_exit=True, cwd=self.cwd,
-                                           javaopts=list(self.java_opts), java_path=java,
-                                           return_proc=True)
+            # without enable_auth and with return_proc, py4j returns (port, process)
+            port, process = cast("tuple[int, subprocess.Popen[str]]", launch_gateway(
+                classpath=self.jar, die_on_exit=True, cwd=self.cwd,
+                javaopts=list(self.java_opts), java_path=java, return_proc=True))
             gateway = JavaGateway(gateway_parameters=GatewayParameters(auto_field=True,
                                                                        port=port),
                                   java_process=process)

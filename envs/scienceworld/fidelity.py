@@ -244,7 +244,7 @@ def _split(env: Any, task: str, split: str) -> list[int]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line: a random sample or the sweep; prints the per-task table and a summary."""
     parser = argparse.ArgumentParser(prog="python -m agentgym.envs.scienceworld.fidelity",
-                                     description=__doc__.split("\n\n")[0])
+                                     description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--episodes", type=int, default=6, help="random seeds to draw")
     parser.add_argument("--sweep", type=int, default=0, metavar="K",
                         help="instead: every task type on K random variations")
