@@ -129,6 +129,34 @@ def latest(run_dir: Path) -> Path | None:
     return done[-1] if done else None
 
 
+def slim(run_dir: Path) -> int:
+    """Keep only a finished run's newest complete checkpoint, without its optimizer state.
+
+    For runs nothing will resume: ``agentgym export``, evaluation and ``model.path`` read
+    only the weights, while a resumable checkpoint of a 135M model in float32 is about
+    1.6 GB, two per run. Everything else under ``checkpoints/`` goes (older checkpoints, a
+    save cut short). Afterwards ``--resume`` refuses the run (:func:`check_resumable`);
+    never slim a run that is still training.
+
+    Returns:
+        The bytes freed (0 when the run has no complete checkpoint: nothing is removed).
+    """
+    last = latest(run_dir)
+    if last is None:
+        return 0
+    drop = [p for p in (Path(run_dir) / "checkpoints").iterdir() if p != last]
+    drop += [last / "optimizer.pt"] if (last / "optimizer.pt").is_file() else []
+    freed = 0
+    for path in drop:
+        files = [path] if path.is_file() else [f for f in path.rglob("*") if f.is_file()]
+        freed += sum(f.stat().st_size for f in files)
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+    return freed
+
+
 def resume_point(run_dir: Path, resume: bool) -> Path | None:
     """The checkpoint a run continues from: the latest one under ``--resume``, else None.
 
