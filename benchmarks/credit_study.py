@@ -82,7 +82,6 @@ from credit_units import (
     machine,
     needed_files,
     run_unit,
-    slim_finished_run,
     units,
     warm_enough,
 )
@@ -327,8 +326,10 @@ def finished_runs(every: list[Unit]) -> list[Path]:
 
 def run_setup(setup: Setup, every: list[Unit], args: argparse.Namespace, end: float) -> bool:
     """Run the setup's unfinished units in order; False when the time limit stopped one."""
+    from agentgym.trainers.checkpoint import slim  # torch: only when units run
+
     for run in finished_runs(every):
-        if freed := slim_finished_run(run):
+        if freed := slim(run):
             print(f"freed {freed / 2**30:.1f} GiB of {run}: only its last checkpoint's "
                   "weights are kept", flush=True)
     for unit in (u for u in every if not u.done):

@@ -22,6 +22,9 @@ from typing import Any
 
 import yaml
 
+from agentgym.evaluation.metrics import read_metrics
+from agentgym.files import atomic_write
+
 ROOT = Path(__file__).resolve().parents[1]
 RECORDS = ROOT / "benchmarks" / "credit_study"  # finished units' results, committed
 SCALED_RECORDS = RECORDS / "scaled"  # those of ``--scale`` runs (a GPU machine)
@@ -127,14 +130,13 @@ def _hash(data: Any) -> str:
 
 
 def _write_json(path: Path, data: Any) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps(data, indent=2) + "\n")
 
 
 def metrics(run: Path) -> list[dict[str, Any]]:
-    path = run / "metrics.jsonl"
-    return [json.loads(x) for x in path.read_text().splitlines()] if path.is_file() else []
+    """A run's logged steps (the package's reader: a last line cut short by a write in
+    progress is left out), or none before it logged its first."""
+    return read_metrics(run) if (run / "metrics.jsonl").is_file() else []
 
 
 def completion_loss(rows: list[dict[str, Any]], batch: int, parts: int = 6
@@ -509,32 +511,6 @@ def final_held_out(s: Setup, folder: Path, limit_s: float) -> tuple[bool, dict]:
     if ok:
         shutil.rmtree(model)
     return ok, result
-
-
-def slim_finished_run(run: Path) -> int:
-    """Keep only a finished training run's last checkpoint, without its optimizer state;
-    returns the bytes freed.
-
-    Each resumable checkpoint of SmolLM2-135M is about 1.6 GB, two per run, and a study
-    holds dozens of runs; once a run is done nothing resumes it, and ``agentgym export``
-    (which remakes a run's evaluated model) reads only the weights.
-    """
-    from agentgym.trainers.checkpoint import latest
-
-    last = latest(run)
-    if last is None:
-        return 0
-    drop = [p for p in (run / "checkpoints").iterdir() if p != last]
-    drop += [last / "optimizer.pt"] if (last / "optimizer.pt").is_file() else []
-    freed = 0
-    for path in drop:
-        files = [path] if path.is_file() else [f for f in path.rglob("*") if f.is_file()]
-        freed += sum(f.stat().st_size for f in files)
-        if path.is_dir():
-            shutil.rmtree(path)
-        else:
-            path.unlink()
-    return freed
 
 
 def demonstration_fit(s: Setup, model_dir: Path, demos: Path, samples: int = 64) -> float:

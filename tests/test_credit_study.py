@@ -265,7 +265,7 @@ def test_finished_runs_are_slimmed_to_their_last_weights(study, tmp_path):
     """Only training folders nothing resumes lose their older checkpoints and optimizer
     state, and what stays still loads as a checkpoint."""
     torch = pytest.importorskip("torch")
-    from agentgym.trainers.checkpoint import TrainState, latest, save
+    from agentgym.trainers.checkpoint import TrainState, latest, save, slim
 
     every = list(study.units(study.SETUPS["sokoban"], tmp_path / "cache", tmp_path / "rec"))
     by = {(u.kind, u.estimator, u.seed): u for u in every}
@@ -283,12 +283,12 @@ def test_finished_runs_are_slimmed_to_their_last_weights(study, tmp_path):
     run = done[1].folder / "run"
     for step in (7, 8):
         save(run, TrainState(step=step, next_seed=step), model, optimizer)
-    freed = study.slim_finished_run(run)
+    freed = slim(run)
     assert freed > 0 and [p.name for p in (run / "checkpoints").iterdir()] == ["step-000008"]
     assert latest(run).name == "step-000008"
     assert sorted(p.name for p in latest(run).iterdir()) == ["model.safetensors", "rng.pt",
                                                              "state.json"]
-    assert study.slim_finished_run(run) == 0
+    assert slim(run) == 0
 
 
 def test_across_envs_waits_for_every_run_then_weighs_changes_against_seeds(study, tmp_path):
