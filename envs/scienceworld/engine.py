@@ -3,7 +3,9 @@
 The package's ``ScienceWorldEnv.__init__`` launches one JVM per object; everything else (task
 loading, the score-to-reward arithmetic, completion, the valid-action list) is what we want
 unchanged. :class:`PooledScienceWorld` therefore overrides only construction and closing, so
-scores and rewards are computed by the benchmark's code, not ours.
+scores and rewards are computed by the benchmark's code, not ours; and, before a load that
+makes a gold path, empties the gold agent's path cache (:func:`forget_gold_paths`), so that
+an episode's gold path does not depend on what its isolate played before.
 """
 
 from __future__ import annotations
@@ -14,10 +16,13 @@ from typing import Any
 
 from agentgym.errors import MissingExtraError
 
-from ..jvm import JVMPool, Lease, shared_pool
+from ..jvm import IsolatedObject, JVMPool, Lease, shared_pool
 
 ENTRY_CLASS = "scienceworld.runtime.pythonapi.PythonInterface"
 """The engine's Python-facing class, one object per isolate (see :mod:`~agentgym.envs.jvm`)."""
+
+GOLD_AGENT = "scienceworld.goldagent.PathFinder$"
+"""The Scala object whose ``precomputedExhaustivePaths`` caches room search patterns."""
 
 
 def package() -> Any:
@@ -53,6 +58,29 @@ def task_names() -> list[str]:
     return list(ID2TASK.values())
 
 
+def forget_gold_paths(server: Any, gateway: Any) -> None:
+    """Empty the gold agent's room-search cache in the class loader of ``server``.
+
+    ScienceWorld 1.2.3's gold agent (``PathFinder.createActionSequenceSearchPatternPrecomputed``)
+    keeps the search pattern it made for a start room in a map that lives as long as the
+    classes, and makes a pattern by shuffling with the Random the load has just seeded. A
+    cache hit therefore leaves that Random where a miss would not, and hands over a pattern
+    made in another episode's world: the gold path of a (task, variation) then depends on
+    which episodes the engine made gold paths for before (checked: test-conductivity
+    variation 47 connects other wires after a gold path of variation 50 than in a fresh
+    engine). Emptied before each gold load, the engine makes the gold path a fresh process
+    makes. The cache is read by nothing but gold-path generation.
+
+    Args:
+        server: The engine's ``PythonInterface`` (an isolate's :class:`IsolatedObject`, or
+            the package's own Py4J object).
+        gateway: The Py4J gateway of its JVM.
+    """
+    cls = server.getClass().getClassLoader().loadClass(GOLD_AGENT)
+    module = cls.getField("MODULE$").get(None)  # the Scala object's one instance
+    IsolatedObject(gateway, cls, module).precomputedExhaustivePaths().clear()
+
+
 def make_engine(lease: Lease) -> Any:
     """The lease's simulator (its isolate's ``PythonInterface``) behind the package's API."""
     return _engine_class()(lease)
@@ -77,6 +105,12 @@ def _engine_class() -> type:
             self.simplificationStr = ""
             self.variationIdx = 0
             self._obj_tree_tempdir = tempfile.TemporaryDirectory()
+
+        def load(self, taskName: str, variationIdx: int = 0, simplificationStr: str = "",
+                 generateGoldPath: bool = False) -> None:
+            if generateGoldPath:  # as a fresh engine would (see forget_gold_paths)
+                forget_gold_paths(self.server, self._gateway)
+            super().load(taskName, variationIdx, simplificationStr, generateGoldPath)
 
         def close(self) -> None:  # the JVM is shared: never shut the gateway down here
             self._obj_tree_tempdir.cleanup()

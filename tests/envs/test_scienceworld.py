@@ -6,7 +6,9 @@ default run replays a fixed sample of task types and the ``sweep`` marker replay
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import subprocess
 import sys
 
@@ -129,6 +131,54 @@ async def test_concurrent_episodes_on_one_pool_play_as_each_alone() -> None:
     await env.aclose()
     assert together == alone
     assert alone[-1][4] == 100
+
+
+async def _package_gold(task: str, variation: int) -> list[str]:
+    """The gold path the package's own env makes in a fresh JVM of its own, in the package's
+    documented order (load with the gold path, reset, read it), hashing as the pool does."""
+    from agentgym.envs.jvm import REFERENCE_JAVA_OPTIONS
+
+    code = f"""
+import json
+from scienceworld import ScienceWorldEnv
+env = ScienceWorldEnv()
+env.load({task!r}, {variation}, "", generateGoldPath=True)
+env.reset()
+print(json.dumps(env.get_gold_action_sequence()))
+env.close()
+"""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", code, stdout=asyncio.subprocess.PIPE,
+        env={**os.environ, "JAVA_TOOL_OPTIONS": REFERENCE_JAVA_OPTIONS})
+    try:
+        out, _ = await asyncio.wait_for(process.communicate(), 300)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert process.returncode == 0
+    return json.loads(out.decode().splitlines()[-1])
+
+
+@pytest.mark.slow
+async def test_the_gold_path_does_not_depend_on_the_episodes_an_engine_played_before() -> None:
+    # The engine's gold agent caches a room-search pattern per start room for the life of its
+    # classes. A pooled isolate that had made variation 50's gold path then gave variation
+    # 47 another route and other wires than the package's engine does.
+    reference = asyncio.ensure_future(_package_gold("test-conductivity", 47))
+    before = ScienceWorldEnv(task="test-conductivity", valid_actions_in_info=False)
+    await before.reset(seed=0, options={"variation": 50})
+    await before.expert_action()  # the engine makes variation 50's gold path
+    assert before._lease is not None
+    isolate = (before._lease.jvm_id, before._lease.isolate_id)
+    await before.aclose()  # the isolate goes back to the pool, idle
+    env = ScienceWorldEnv(task="test-conductivity", valid_actions_in_info=False)
+    commands, result = await play_gold(env, variation=47)
+    assert env._lease is not None and (env._lease.jvm_id, env._lease.isolate_id) == isolate
+    await env.aclose()
+    assert result.terminated and result.info["score"] == 100
+    gold = await reference
+    assert commands == gold[:len(commands)]  # the path's last wait comes after the end
 
 
 @pytest.mark.slow
