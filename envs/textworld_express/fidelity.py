@@ -242,7 +242,7 @@ def _reference_env() -> Any:
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line: random seeds of every game; prints the per-game table and a summary."""
     parser = argparse.ArgumentParser(prog="python -m agentgym.envs.textworld_express.fidelity",
-                                     description=__doc__.split("\n\n")[0])
+                                     description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--per-game", type=int, default=3, help="random seeds of each game")
     parser.add_argument("--games", nargs="*", default=list(ENV_IDS), choices=list(ENV_IDS))
     parser.add_argument("--split", default="train", choices=["train", "dev", "test"])
