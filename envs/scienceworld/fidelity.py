@@ -4,10 +4,14 @@ For each episode (a seed of the env: task type ``seed % 30``, the split's variat
 ``(seed // 30) % n``, as the env documents) there are two runs:
 
 - **ScienceWorld**: the package's ``ScienceWorldEnv`` in the JVM it starts itself, with its
-  defaults (``envStepLimit`` 100): ``load(task, variation, "", generateGoldPath=True)``,
-  ``reset()``, then its gold sequence until the package says ``done``. A ``done`` with the
-  task complete or failed is a termination, any other (the step limit) a truncation. A
-  sequence that runs out first ends in a record saying so.
+  defaults (``envStepLimit`` 100), in the package's documented order:
+  ``load(task, variation, "", generateGoldPath=True)``, ``reset()`` (which makes the gold
+  path again), ``get_gold_action_sequence()``, then that sequence until the package says
+  ``done``. One engine plays every case, its gold agent's room-search cache emptied before
+  each load (:func:`~agentgym.envs.scienceworld.engine.forget_gold_paths`), so that each
+  case gets the gold path a fresh process makes, not one shaped by the cases before it. A
+  ``done`` with the task complete or failed is a termination, any other (the step limit) a
+  truncation. A sequence that runs out first ends in a record saying so.
 - **agentgym**: ``scienceworld/ScienceWorld-v0`` made with default kwargs (but ``split``
   for the dev and test splits), played by the ``expert`` policy through
   :func:`agentgym.rollout.run_groups` with the default rollout config: all episodes in
@@ -121,9 +125,10 @@ def reference_run(case: Case, env: Any = None) -> list[StepRecord]:
     own = env is None
     env = env or _reference_env()
     try:
+        sw.forget_gold_paths(env.server, env._gateway)  # the package's own gateway
         env.load(case.task, case.variation, "", generateGoldPath=True)
-        gold = env.get_gold_action_sequence()
         _, info = env.reset()
+        gold = env.get_gold_action_sequence()  # made again by reset, as users read it
         records = [StepRecord(RESET, f"{info['taskDesc'].strip()}\n\n{info['look'].strip()}",
                               None, float(info["score"]), False, False)]
         for command in gold:
