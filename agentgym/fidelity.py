@@ -14,6 +14,9 @@ What counts as a difference:
   and ``truncated``;
 - the final score and success.
 
+Each family's command line (``python -m agentgym.envs.<family>.fidelity``) is
+:func:`run_cli` with the family's own flags, cases and play.
+
 Example:
     >>> ref = [StepRecord("go north", "You go north.", 0.0, 0.0, False, False),
     ...        StepRecord("take coin", "Taken.", 1.0, 1.0, True, False)]
@@ -30,9 +33,13 @@ Example:
 
 from __future__ import annotations
 
+import argparse
+import asyncio
+import json
 import math
+import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -305,3 +312,60 @@ def by_task(comparisons: Iterable[Comparison]) -> Mapping[str, list[Comparison]]
     for c in comparisons:
         out.setdefault(c.task, []).append(c)
     return out
+
+
+def run_cli(*, family: str, module: str, doc: str | None,
+            arguments: Callable[[argparse.ArgumentParser], None],
+            cases: Callable[[argparse.Namespace], Sequence[Any]],
+            play: Callable[[Sequence[Any]], Coroutine[Any, Any, list[Comparison]]],
+            batch: int | None = None, argv: Sequence[str] | None = None) -> int:
+    """A family's differential-check command line: parse, play, report.
+
+    The flags are the family's (``arguments``), then ``--seed`` (of the draw), ``--batch``
+    (only where ``batch`` is given: episodes played at once, default ``batch``) and ``--out``
+    (every comparison, steps included, as JSON lines). With batches, a progress line
+    (``after N of M: <summary line> (T s)``) follows each batch. Then the per-task table,
+    up to three mismatches of each differing episode, and the summary line with the time.
+
+    Args:
+        family: The family's name in the summary line (``"scienceworld"``).
+        module: The harness module, for ``prog`` (``agentgym.envs.scienceworld.fidelity``).
+        doc: The harness's docstring; its first paragraph is the description.
+        arguments: Adds the family's own flags to the parser.
+        cases: The episodes to play, from the parsed flags.
+        play: Plays some episodes on both sides and compares them (the harness's ``run``).
+        batch: Default of ``--batch``; None: no such flag, every episode in one play.
+        argv: The arguments (None: ``sys.argv``).
+
+    Returns:
+        The exit status: 0 when every episode agrees, else 1.
+    """
+    parser = argparse.ArgumentParser(prog=f"python -m {module}",
+                                     description=(doc or "").split("\n\n")[0])
+    arguments(parser)
+    parser.add_argument("--seed", type=int, default=0, help="seed of the draw")
+    if batch is not None:
+        parser.add_argument("--batch", type=int, default=batch,
+                            help="episodes played at once (each batch all in flight)")
+    parser.add_argument("--out", help="write every comparison (steps included) as JSON lines")
+    args = parser.parse_args(argv)
+    start = time.perf_counter()
+    todo = list(cases(args))
+    size = max(1, args.batch if batch is not None else len(todo))
+    comparisons: list[Comparison] = []
+    for i in range(0, len(todo), size):
+        played = asyncio.run(play(todo[i:i + size]))
+        comparisons += played
+        if args.out:  # batch by batch, so that a stopped sweep keeps what it played
+            with open(args.out, "a" if i else "w") as f:
+                f.writelines(json.dumps(c.to_dict()) + "\n" for c in played)
+        if batch is not None:
+            print(f"after {len(comparisons)} of {len(todo)}: "
+                  f"{summary_line(family, comparisons)} ({time.perf_counter() - start:.0f} s)",
+                  flush=True)
+    print(table(summarize(comparisons)))
+    for c in comparisons:
+        for m in c.mismatches[:3]:
+            print(f"{c.task} {c.episode}: {m}")
+    print(f"{summary_line(family, comparisons)} ({time.perf_counter() - start:.0f} s)")
+    return 0 if all(c.agree for c in comparisons) else 1

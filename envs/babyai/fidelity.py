@@ -34,7 +34,6 @@ import asyncio
 import hashlib
 import random
 import sys
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
@@ -44,9 +43,7 @@ from agentgym.fidelity import (
     StepRecord,
     compare,
     records_from_trajectory,
-    summarize,
-    summary_line,
-    table,
+    run_cli,
 )
 from agentgym.types import Trajectory
 
@@ -206,27 +203,14 @@ async def run(cases: Sequence[Case], concurrency: int | None = None) -> list[Com
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line: random seeds of every level; prints the per-level table and a summary."""
-    parser = argparse.ArgumentParser(prog="python -m agentgym.envs.babyai.fidelity",
-                                     description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--per-level", type=int, default=5, help="random seeds of each level")
-    parser.add_argument("--levels", nargs="*", default=list(LEVELS), choices=list(LEVELS))
-    parser.add_argument("--seed", type=int, default=0, help="seed of the draw")
-    parser.add_argument("--out", help="write every comparison (steps included) as JSON lines")
-    args = parser.parse_args(argv)
-    start = time.perf_counter()
-    comparisons = asyncio.run(run(cases_for(args.levels, args.per_level, args.seed)))
-    print(table(summarize(comparisons)))
-    for c in comparisons:
-        for m in c.mismatches[:3]:
-            print(f"{c.task} {c.episode}: {m}")
-    if args.out:
-        import json
+    def arguments(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--per-level", type=int, default=5,
+                            help="random seeds of each level")
+        parser.add_argument("--levels", nargs="*", default=list(LEVELS), choices=list(LEVELS))
 
-        with open(args.out, "w") as f:
-            for c in comparisons:
-                f.write(json.dumps(c.to_dict()) + "\n")
-    print(f"{summary_line(FAMILY, comparisons)} ({time.perf_counter() - start:.0f} s)")
-    return 0 if all(c.agree for c in comparisons) else 1
+    return run_cli(family=FAMILY, module="agentgym.envs.babyai.fidelity", doc=__doc__,
+                   arguments=arguments, play=run, argv=argv,
+                   cases=lambda args: cases_for(args.levels, args.per_level, args.seed))
 
 
 if __name__ == "__main__":

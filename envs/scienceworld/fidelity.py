@@ -37,11 +37,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import random
 import sys
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -51,9 +49,7 @@ from agentgym.fidelity import (
     StepRecord,
     compare,
     records_from_trajectory,
-    summarize,
-    summary_line,
-    table,
+    run_cli,
 )
 from agentgym.types import Trajectory
 
@@ -248,35 +244,16 @@ def _split(env: Any, task: str, split: str) -> list[int]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line: a random sample or the sweep; prints the per-task table and a summary."""
-    parser = argparse.ArgumentParser(prog="python -m agentgym.envs.scienceworld.fidelity",
-                                     description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--episodes", type=int, default=6, help="random seeds to draw")
-    parser.add_argument("--sweep", type=int, default=0, metavar="K",
-                        help="instead: every task type on K random variations")
-    parser.add_argument("--split", default="train", choices=["train", "dev", "test"])
-    parser.add_argument("--seed", type=int, default=0, help="seed of the draw")
-    parser.add_argument("--batch", type=int, default=30,
-                        help="episodes played at once (each batch all in flight)")
-    parser.add_argument("--out", help="write every comparison (steps included) as JSON lines")
-    args = parser.parse_args(argv)
-    start = time.perf_counter()
-    cases = cases_for(sample_seeds(args.episodes, args.seed, args.sweep), args.split)
-    comparisons: list[Comparison] = []
-    for i in range(0, len(cases), args.batch):  # a batch's line shows progress as it goes
-        batch = asyncio.run(run(cases[i:i + args.batch]))
-        comparisons += batch
-        if args.out:
-            with open(args.out, "a" if i else "w") as f:
-                f.writelines(json.dumps(c.to_dict()) + "\n" for c in batch)
-        print(f"after {len(comparisons)} of {len(cases)}: "
-              f"{summary_line(FAMILY, comparisons)} ({time.perf_counter() - start:.0f} s)",
-              flush=True)
-    print(table(summarize(comparisons)))
-    for c in comparisons:
-        for m in c.mismatches[:3]:
-            print(f"{c.task} {c.episode}: {m}")
-    print(f"{summary_line(FAMILY, comparisons)} ({time.perf_counter() - start:.0f} s)")
-    return 0 if all(c.agree for c in comparisons) else 1
+    def arguments(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--episodes", type=int, default=6, help="random seeds to draw")
+        parser.add_argument("--sweep", type=int, default=0, metavar="K",
+                            help="instead: every task type on K random variations")
+        parser.add_argument("--split", default="train", choices=["train", "dev", "test"])
+
+    return run_cli(family=FAMILY, module="agentgym.envs.scienceworld.fidelity", doc=__doc__,
+                   arguments=arguments, play=run, batch=30, argv=argv,
+                   cases=lambda args: cases_for(sample_seeds(args.episodes, args.seed,
+                                                             args.sweep), args.split))
 
 
 if __name__ == "__main__":

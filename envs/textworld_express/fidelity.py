@@ -39,7 +39,6 @@ import argparse
 import asyncio
 import random
 import sys
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -50,9 +49,7 @@ from agentgym.fidelity import (
     StepRecord,
     compare,
     records_from_trajectory,
-    summarize,
-    summary_line,
-    table,
+    run_cli,
 )
 from agentgym.types import Message, Trajectory
 
@@ -241,29 +238,16 @@ def _reference_env() -> Any:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line: random seeds of every game; prints the per-game table and a summary."""
-    parser = argparse.ArgumentParser(prog="python -m agentgym.envs.textworld_express.fidelity",
-                                     description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--per-game", type=int, default=3, help="random seeds of each game")
-    parser.add_argument("--games", nargs="*", default=list(ENV_IDS), choices=list(ENV_IDS))
-    parser.add_argument("--split", default="train", choices=["train", "dev", "test"])
-    parser.add_argument("--seed", type=int, default=0, help="seed of the draw")
-    parser.add_argument("--out", help="write every comparison (steps included) as JSON lines")
-    args = parser.parse_args(argv)
-    start = time.perf_counter()
-    comparisons = asyncio.run(run(cases_for(args.games, args.per_game, args.seed,
-                                            args.split)))
-    print(table(summarize(comparisons)))
-    for c in comparisons:
-        for m in c.mismatches[:3]:
-            print(f"{c.task} {c.episode}: {m}")
-    if args.out:
-        import json
+    def arguments(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--per-game", type=int, default=3, help="random seeds of each game")
+        parser.add_argument("--games", nargs="*", default=list(ENV_IDS),
+                            choices=list(ENV_IDS))
+        parser.add_argument("--split", default="train", choices=["train", "dev", "test"])
 
-        with open(args.out, "w") as f:
-            for c in comparisons:
-                f.write(json.dumps(c.to_dict()) + "\n")
-    print(f"{summary_line(FAMILY, comparisons)} ({time.perf_counter() - start:.0f} s)")
-    return 0 if all(c.agree for c in comparisons) else 1
+    return run_cli(family=FAMILY, module="agentgym.envs.textworld_express.fidelity",
+                   doc=__doc__, arguments=arguments, play=run, argv=argv,
+                   cases=lambda args: cases_for(args.games, args.per_game, args.seed,
+                                                args.split))
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("minigrid", reason="install agentgym[games]")
 
 from agentgym.envs.babyai import LEVELS, fidelity  # noqa: E402
-from agentgym.fidelity import compare  # noqa: E402
+from agentgym.fidelity import compare, summary_line  # noqa: E402
 from agentgym.rollout import RolloutConfig  # noqa: E402
 
 
@@ -54,7 +54,7 @@ def test_the_check_sees_an_episode_cut_short():
 @pytest.mark.parametrize("level", list(LEVELS))
 def test_sweep_ten_seeds_of_every_level_agree(level):
     comparisons = asyncio.run(fidelity.run(fidelity.cases_for([level], 10, seed=0)))
-    print(fidelity.summary_line(fidelity.FAMILY, comparisons))
+    print(summary_line(fidelity.FAMILY, comparisons))
     assert [(c.episode, [str(m) for m in c.mismatches[:2]])
             for c in comparisons if not c.agree] == []
     assert all(c.agentgym_success == c.reference_success for c in comparisons)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import re
+
 import pytest
 
 from agentgym import Message
@@ -9,6 +12,7 @@ from agentgym.fidelity import (
     StepRecord,
     compare,
     records_from_trajectory,
+    run_cli,
     summarize,
     summary_line,
     table,
@@ -97,3 +101,61 @@ def test_summary_rows_line_and_table():
     assert "| melt | 1 | 0 | 1 | 1 |" in table(rows)
     assert bad.to_dict()["mismatches"] == ["step 0 observation: reference 'The door is open.' "
                                            "!= agentgym 'x'"]
+
+
+def _cli(argv, batch=None):
+    """The shared command line over a fake family: episode i differs when i is in --bad."""
+    played, bad = [], set()
+
+    def arguments(parser):
+        parser.add_argument("--episodes", type=int, default=3)
+        parser.add_argument("--bad", type=int, nargs="*", default=[])
+
+    async def play(cases):
+        played.append(list(cases))
+        return [_compare(_with(1, reward=1.0) if i in bad else list(REF)) for i in cases]
+
+    def cases(args):
+        bad.update(args.bad)
+        return list(range(args.seed, args.seed + args.episodes))
+
+    status = run_cli(family="sw", module="agentgym.envs.sw.fidelity", doc="One line.\n\nMore.",
+                     arguments=arguments, cases=cases, play=play, batch=batch, argv=argv)
+    return status, played
+
+
+def test_the_shared_command_line_batches_reports_and_writes(tmp_path, capsys):
+    out = tmp_path / "c.jsonl"
+    status, played = _cli(["--episodes", "5", "--seed", "10", "--bad", "12", "--batch", "2",
+                           "--out", str(out)], batch=30)
+    assert status == 1 and played == [[10, 11], [12, 13], [14]]
+    lines = capsys.readouterr().out.splitlines()
+    assert [re.sub(r"\(\d+ s\)", "(T)", ln) for ln in lines if ln.startswith("after")] == [
+        "after 2 of 5: sw: 2 episodes over 1 task types: 2 agree, 0 differ; success "
+        "reference 2/2, agentgym 2/2 (T)",
+        "after 4 of 5: sw: 4 episodes over 1 task types: 3 agree, 1 differ (boil: 1); "
+        "success reference 4/4, agentgym 4/4 (T)",
+        "after 5 of 5: sw: 5 episodes over 1 task types: 4 agree, 1 differ (boil: 1); "
+        "success reference 5/5, agentgym 5/5 (T)"]
+    assert "| boil | 5 | 4 | 5 | 5 |" in lines
+    assert "boil variation 0: step 1 reward: reference 90.0 != agentgym 1.0" in lines
+    assert re.fullmatch(r"sw: 5 episodes .* agentgym 5/5 \(\d+ s\)", lines[-1])
+    assert [json.loads(ln)["agree"] for ln in out.read_text().splitlines()] == [
+        True, True, False, True, True]
+
+
+def test_without_batches_one_play_and_only_the_summary(capsys):
+    status, played = _cli(["--episodes", "3"])
+    assert status == 0 and played == [[0, 1, 2]]
+    lines = capsys.readouterr().out.splitlines()
+    assert not any(ln.startswith("after") for ln in lines)
+    assert lines[-1].startswith("sw: 3 episodes over 1 task types: 3 agree, 0 differ")
+    with pytest.raises(SystemExit):
+        _cli(["--batch", "2"])  # no --batch where the family plays all at once
+    assert "unrecognized arguments: --batch 2" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        _cli(["--help"], batch=30)
+    usage = capsys.readouterr().out
+    assert usage.startswith("usage: python -m agentgym.envs.sw.fidelity") and "One line." in usage
+    assert re.findall(r"\[(--[a-z]+)", usage) == [
+        "--episodes", "--bad", "--seed", "--batch", "--out"]

@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("textworld_express", reason="install agentgym[textworld-express]")
 
 from agentgym.envs.textworld_express import fidelity, game_names  # noqa: E402
-from agentgym.fidelity import compare  # noqa: E402
+from agentgym.fidelity import compare, summary_line  # noqa: E402
 
 
 def test_a_fixed_sample_of_every_game_agrees_with_the_package_engine():
@@ -45,6 +45,6 @@ def test_the_check_sees_a_different_observation():
 def test_sweep_five_seeds_of_every_game_agree(split):
     comparisons = asyncio.run(fidelity.run(fidelity.cases_for(game_names(), 5, seed=0,
                                                               split=split)))
-    print(fidelity.summary_line(fidelity.FAMILY, comparisons))
+    print(summary_line(fidelity.FAMILY, comparisons))
     assert [(c.task, c.episode, [str(m) for m in c.mismatches[:2]])
             for c in comparisons if not c.agree] == []
