@@ -15,11 +15,14 @@ shared by every episode).
 from __future__ import annotations
 
 import functools
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from agentgym.envs.retrieval.corpus import Doc, split_questions, world
 from agentgym.errors import ConfigError, MissingExtraError, did_you_mean
 from agentgym.tool_env import Task, ToolEnv
+
+if TYPE_CHECKING:
+    from bm25s.tokenization import Tokenized
 
 SPLITS = ("train", "test")
 SYSTEM_PROMPT = ("You answer questions about a fictional world using its encyclopedia. Search "
@@ -51,7 +54,9 @@ class Index:
 
     def search(self, query: str, k: int = 5) -> list[tuple[Doc, float]]:
         """The ``k`` best documents for ``query``, best first (score > 0 only)."""
-        tokens = self._bm25s.tokenize([query], stopwords="en", show_progress=False)
+        # Tokenized, as return_ids=True (the default) gives; bm25s annotates either kind
+        tokens = cast("Tokenized",
+                      self._bm25s.tokenize([query], stopwords="en", show_progress=False))
         if not tokens.vocab:  # only stopwords or punctuation
             return []
         ids, scores = self.retriever.retrieve(tokens, k=min(k, len(self.docs)),
