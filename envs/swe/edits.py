@@ -33,7 +33,8 @@ def patch_edits(patch: str, read: Callable[[str], str | None]) -> list[dict[str,
             edit's text does not occur exactly once in the file ``read`` gave.
     """
     try:
-        from unidiff import PatchSet
+        # unidiff documents this import; its py.typed package re-exports without __all__
+        from unidiff import PatchSet  # pyright: ignore[reportPrivateImportUsage]
     except ImportError:
         raise ConfigError("the SWE oracle as editor calls (expert='editor') reads diffs with "
                           "unidiff; install it with: pip install 'agentgym[swe]'") from None

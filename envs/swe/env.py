@@ -30,7 +30,7 @@ import json
 import shlex
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from agentgym.env import BaseEnv
 from agentgym.envs.swe.edits import patch_edits
@@ -130,7 +130,8 @@ class SWEEnv(BaseEnv):
                               f"{command_timeout} and test_timeout={test_timeout}")
         every = shipped_tasks() if tasks is None else real_tasks() if (
             isinstance(tasks, str) and tasks == "real") else (
-            load_tasks(tasks, image=image) if is_data_source(tasks) else list(tasks))
+            load_tasks(tasks, image=image) if is_data_source(tasks)
+            else list(cast("Sequence[SWETask]", tasks)))  # not a path or dataset: the tasks
         chosen = select_split(every, split)
         if task_ids is not None:
             known = {t.instance_id: t for t in chosen}

@@ -104,7 +104,8 @@ class _Offsets:
         return self.starts[node.lineno - 1], self.starts[node.end_lineno]  # type: ignore[index]
 
 
-Edit = tuple[str, ast.AST, int, int, str]  # strategy, node, start, end, replacement
+Edit = tuple[str, ast.AST, int, int, str | None]  # strategy, node, start, end, replacement
+"""A replacement of None is written by ``_finish`` from the source around the node."""
 
 
 def _functions(tree: ast.Module) -> Iterator[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
@@ -191,8 +192,8 @@ def _node_edits(node: ast.AST, src: str, off: _Offsets) -> Iterator[Edit]:  # no
     if isinstance(node, ast.If | ast.While | ast.IfExp):
         yield from _condition_edits(node, off)
     if isinstance(node, ast.stmt) and hasattr(node, "body"):
-        for body in (node.body, getattr(node, "orelse", []), getattr(node, "finalbody", [])):
-            yield from _removals(body, src, off)
+        for field in ("body", "orelse", "finalbody"):  # whichever of them the statement has
+            yield from _removals(getattr(node, field, []), src, off)
 
 
 def _call_edits(node: ast.Call, off: _Offsets) -> Iterator[Edit]:
