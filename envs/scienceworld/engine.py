@@ -110,6 +110,12 @@ def _engine_class() -> type:
                  generateGoldPath: bool = False) -> None:
             if generateGoldPath:  # as a fresh engine would (see forget_gold_paths)
                 forget_gold_paths(self.server, self._gateway)
+            else:
+                # The engine's flag is set by a gold load and never cleared, and its reset()
+                # makes a gold path whenever it is set (1-3 s): without this, every later
+                # reset of the isolate would run the gold agent for an episode that asked
+                # for none (the world it then loads is the same).
+                getattr(self.server, "goldPathGenerationEnabled_$eq")(False)
             super().load(taskName, variationIdx, simplificationStr, generateGoldPath)
 
         def close(self) -> None:  # the JVM is shared: never shut the gateway down here

@@ -161,7 +161,7 @@ env.close()
 
 
 @pytest.mark.slow
-async def test_the_gold_path_does_not_depend_on_the_episodes_an_engine_played_before() -> None:
+async def test_an_isolate_plays_an_episode_as_a_fresh_engine_after_a_gold_path() -> None:
     # The engine's gold agent caches a room-search pattern per start room for the life of its
     # classes. A pooled isolate that had made variation 50's gold path then gave variation
     # 47 another route and other wires than the package's engine does.
@@ -173,8 +173,15 @@ async def test_the_gold_path_does_not_depend_on_the_episodes_an_engine_played_be
     isolate = (before._lease.jvm_id, before._lease.isolate_id)
     await before.aclose()  # the isolate goes back to the pool, idle
     env = ScienceWorldEnv(task="test-conductivity", valid_actions_in_info=False)
-    commands, result = await play_gold(env, variation=47)
+    await env.reset(seed=0, options={"variation": 47})
     assert env._lease is not None and (env._lease.jvm_id, env._lease.isolate_id) == isolate
+    # The engine's reset made no gold path for this episode, which asked for none (it used
+    # to, on every reset of an isolate that had once made one).
+    assert list(env._engine.server.getGoldActionSequence()) == []
+    commands, result = [], None
+    while result is None or not result.done:
+        commands.append((await env.expert_action()).content)
+        result = await env.step(Message("assistant", f"<action>{commands[-1]}</action>"))
     await env.aclose()
     assert result.terminated and result.info["score"] == 100
     gold = await reference
