@@ -14,9 +14,12 @@ import os
 import weakref
 from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from agentgym.errors import MissingExtraError
+
+if TYPE_CHECKING:  # imported where used: it loads aiohttp
+    from .site import ShopSite
 
 T = TypeVar("T")
 CHROMIUM = "/usr/bin/chromium"
@@ -77,7 +80,7 @@ async def close_quietly(closing: Awaitable[None]) -> None:
 
 
 # -- the three kinds of resource -------------------------------------------------------------
-async def _make_site(key: Hashable) -> Any:
+async def _make_site(key: Hashable) -> ShopSite:
     from .search import search_index
     from .site import ShopSite
 
@@ -88,7 +91,7 @@ async def _make_site(key: Hashable) -> Any:
     return site
 
 
-async def _close_site(site: Any) -> None:
+async def _close_site(site: ShopSite) -> None:
     await site.stop()
 
 
@@ -141,7 +144,7 @@ async def _close_http(session: Any) -> None:
 
 @dataclass
 class _LoopShared:
-    sites: _Pool[Any] = field(default_factory=lambda: _Pool(_make_site, _close_site))
+    sites: _Pool[ShopSite] = field(default_factory=lambda: _Pool(_make_site, _close_site))
     browsers: _Pool[BrowserHandle] = field(default_factory=lambda: _Pool(
         _make_browser, _close_browser, lambda h: h.browser.is_connected()))
     http: _Pool[Any] = field(default_factory=lambda: _Pool(_make_http, _close_http,
