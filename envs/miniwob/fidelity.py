@@ -50,12 +50,16 @@ import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from agentgym.envs.miniwob.experts import SOLVERS
 from agentgym.envs.miniwob.tasks import task_names, task_page
 from agentgym.fidelity import Comparison, StepRecord, compare, summarize, summary_line, table
 from agentgym.types import Message, ToolCall
+
+if TYPE_CHECKING:
+    from agentgym.envs.miniwob.env import MiniWoBEnv
+    from agentgym.wrappers import Wrapper
 
 FAMILY = "miniwob"
 MAX_STEPS = 12
@@ -133,7 +137,8 @@ async def env_run(case: Case) -> tuple[list[StepRecord], bool, list[list[Call]],
 
     rng = random.Random(f"{case.task}:{case.seed}")
     env = agentgym.make(f"miniwob/{case.task}-v0")
-    inner = env.unwrapped
+    # the registry caps its turns (a MaxTurns wrapper); the MiniWoB env is inside
+    inner = cast("MiniWoBEnv", cast("Wrapper", env).unwrapped)
     steps, calls, success = [], [], False
     try:
         await env.reset(seed=case.seed)
