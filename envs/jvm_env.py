@@ -10,6 +10,7 @@ subclass loads its episodes and says how to read the engine's answer.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -17,7 +18,7 @@ from agentgym.env import BaseEnv
 from agentgym.errors import ConfigError, EnvStateError
 from agentgym.types import Message, StepResult
 
-from .jvm import JavaError, JVMPool, Lease, call_engine
+from .jvm import EngineFault, JavaError, JVMPool, Lease, call_engine
 from .text_commands import parse_command
 
 NO_STEP_LIMIT = 10**9
@@ -64,6 +65,12 @@ class JVMTextEnv(BaseEnv):
         self._info: dict[str, Any] = {}  # the engine's last info; empty before reset
         self._gold: list[str] | None = None
         self._commands: list[str] = []  # what the engine was sent this episode
+        # Engine calls running in worker threads, and the release that waits for them: a call
+        # whose caller was cancelled (a step timeout) runs on, so its isolate may go back to
+        # the pool only when it ends (see _close).
+        self._running = 0
+        self._after_calls: Callable[[], None] | None = None
+        self._guard = threading.Lock()
 
     # -- to implement ----------------------------------------------------------------
     def _step_info(self, *, valid: bool) -> dict[str, Any]:
@@ -138,13 +145,21 @@ class JVMTextEnv(BaseEnv):
 
     async def _close(self) -> None:
         if self._lease is not None:
-            engine, lease = self._engine, self._lease
+            engine, lease, pool = self._engine, self._lease, self._pool()
             self._engine = self._lease = None
-            try:
-                if engine is not None:  # None: the reset stopped before the engine was made
-                    engine.close()
-            finally:
-                self._pool().release(lease)
+
+            def give_back() -> None:
+                try:
+                    if engine is not None:  # None: the reset stopped before it was made
+                        engine.close()
+                finally:
+                    pool.release(lease)
+
+            with self._guard:
+                if self._running:  # a cancelled call still runs on this isolate: after it
+                    self._after_calls = give_back
+                    return
+            give_back()
 
     # -- helpers for subclasses ------------------------------------------------------
     async def _ensure_engine(self) -> Any:
@@ -158,7 +173,25 @@ class JVMTextEnv(BaseEnv):
 
     async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Run one blocking engine call off the event loop (see :func:`~.jvm.call_engine`)."""
-        return await call_engine(fn, *args, engine=self.benchmark)
+        return await call_engine(self._counted, fn, *args, engine=self.benchmark)
+
+    def _counted(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)`` in a worker thread, counted so that closing waits for it to end."""
+        with self._guard:
+            if self.closed:  # a call queued before the close, started after it
+                raise EngineFault(f"{self.benchmark}: the env was closed before this engine "
+                                  "call started")
+            self._running += 1
+        try:
+            return fn(*args)
+        finally:
+            with self._guard:
+                self._running -= 1
+                after = self._after_calls if not self._running else None
+                if after is not None:
+                    self._after_calls = None
+            if after is not None:
+                after()
 
 
 async def _lease_or_return(pool: JVMPool) -> Lease:

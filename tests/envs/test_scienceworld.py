@@ -189,6 +189,43 @@ async def test_an_isolate_plays_an_episode_as_a_fresh_engine_after_a_gold_path()
 
 
 @pytest.mark.slow
+async def test_an_engine_call_cut_off_by_a_timeout_keeps_its_isolate_from_the_next_episode(
+        ) -> None:
+    # A step timeout cancels the awaiting coroutine, not the engine call in its worker thread.
+    # Closing the env used to hand the isolate straight to the next episode while that call
+    # ran on: when the cut-off gold load below ended, it left its own world in the isolate,
+    # and the next episode (boil) was playing the friction task.
+    from agentgym.envs.scienceworld import engine
+
+    pool = engine.pool()
+    first = ScienceWorldEnv(task="inclined-plane-friction-unnamed-surfaces",
+                            valid_actions_in_info=False)
+    await first.reset(seed=0, options={"variation": 0})
+    assert first._lease is not None
+    isolate = (first._lease.jvm_id, first._lease.isolate_id)
+    leases = sum(n for _, _, n in pool.stats())
+    gold = asyncio.ensure_future(first.expert_action())  # a 178-action gold path: seconds
+    await asyncio.sleep(1.0)
+    gold.cancel()  # as a step timeout does
+    with pytest.raises(asyncio.CancelledError):
+        await gold
+    await first.aclose()
+    env = ScienceWorldEnv(task="boil", valid_actions_in_info=False)
+    await env.reset(seed=0, options={"variation": 3})
+    assert env._lease is not None and (env._lease.jvm_id, env._lease.isolate_id) != isolate
+    for _ in range(600):  # the cut-off call ends, then its isolate goes back to the pool
+        if sum(n for _, _, n in pool.stats()) == leases:
+            break
+        await asyncio.sleep(0.5)
+    assert sum(n for _, _, n in pool.stats()) == leases  # first's lease back; env's out
+    result = await env.step(Message("assistant", "<action>look around</action>"))
+    assert result.observation[-1].content.startswith("This outside location is called the "
+                                                     "outside.")
+    assert "Your task is to boil" in env.render()  # the engine's task, read by the step
+    await env.aclose()
+
+
+@pytest.mark.slow
 async def test_the_benchmarks_step_limit_truncates_and_none_lets_the_gold_path_finish() -> None:
     # This gold path is 178 actions, longer than the benchmark's 100 moves: on the package's
     # engine too it ends at the move past 100, with part of the score.
