@@ -327,10 +327,13 @@ def advantages(
         "--set", help="Estimator option as key=value (gamma=0.95, mode=mean_norm); "
                       "repeatable.")] = None,
     rewards: Annotated[str, typer.Option(
-        help="none | gated (G-RA) | direct (D-RA): rewrite rewards with the SWE preset "
+        help="none | gated (G-RA) | direct (D-RA): rewrite rewards with the reward preset "
              "before the estimator.")] = "none",
+    reward_preset: Annotated[str, typer.Option(
+        "--reward-preset", help="The reward preset an env family registered (swe).")] = "swe",
     reward_set: Annotated[list[str] | None, typer.Option(
-        "--reward-set", help="SWERewardConfig field as key=value; repeatable.")] = None,
+        "--reward-set", help="A reward preset option as key=value (swe: the fields of "
+                             "SWERewardConfig); repeatable.")] = None,
 ) -> None:
     """Compute per-step advantages; print one JSON line per scorable trajectory.
 
@@ -362,15 +365,14 @@ def advantages(
         pass
     groups = load_minimal(trajectories)
     if rewards != "none":
-        from agentgym.trainers.rewards import SWERewardConfig, rescore_groups, swe_components
+        from agentgym.reward_presets import get_reward_preset
+        from agentgym.trainers.rewards import rescore_groups
 
         if rewards not in ("gated", "direct"):
             raise ConfigError(f"--rewards must be none, gated or direct, got {rewards!r}")
-        try:
-            reward_cfg = SWERewardConfig(**_kwargs(reward_set, "--reward-set"))
-        except TypeError as exc:
-            raise ConfigError(f"--reward-set: {exc}") from None
-        groups = rescore_groups(groups, swe_components(reward_cfg), rewards)
+        components = get_reward_preset(reward_preset).components(
+            _kwargs(reward_set, "--reward-set"), where="--reward-set")
+        groups = rescore_groups(groups, components, rewards)
     written = 0
     for line in advantages_jsonl(groups, estimate):
         if "NaN" in line or "Infinity" in line:  # not JSON: refuse rather than print it

@@ -17,7 +17,7 @@ from typing import Any
 from credit_page import interval, variants
 from credit_units import SWE_RATES, Setup, Unit
 
-from agentgym.trainers.rewards import SWERewardConfig
+from agentgym.envs.swe.rewards import SWERewardConfig
 
 # (record key, column heading) of the accumulated-reward table, one cell per training step
 TERMS = (("reward/outcome", "outcome reward R_high"),

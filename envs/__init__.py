@@ -4,6 +4,7 @@ Registration names entry points as strings, so importing this package imports no
 """
 
 from agentgym.registry import register
+from agentgym.reward_presets import register_reward_preset
 
 register(
     "agentgym/Sokoban-v0",
@@ -166,3 +167,6 @@ for _task in MINIWOB_TASKS:
     register(f"miniwob/{_task}-v0", "agentgym.envs.miniwob:MiniWoBEnv", task=_task,
              alias_of="miniwob/MiniWoB-v0", max_turns=60, requires=("browser", "extra:miniwob"),
              description=f"MiniWoB++ {_task} (miniwob/MiniWoB-v0 with task={_task}).")
+
+# G-RA's components for SWE episodes (algorithm.reward_preset: swe), imported on use.
+register_reward_preset("swe", "agentgym.envs.swe.rewards:PRESET")

@@ -1,7 +1,8 @@
 """Collecting a training step's (or a held-out evaluation's) rollouts from a run's config.
 
-Every driver collects through :func:`collect`; they differ only in the ``runner`` (the
-embedded :func:`agentgym.rollout.run_groups`, or a driver's versioned / Ray one) and the
+Every collector (:mod:`agentgym.trainers.collectors`) collects through :func:`collect`; they
+differ only in the ``runner`` (the embedded :func:`agentgym.rollout.run_groups`, or a
+collector's versioned / Ray / APRIL one) and the
 policy whose weights sample. A run with several envs (``envs``) collects each env's share
 of the tasks with that env's own settings (:mod:`agentgym.trainers.mixture`).
 """
@@ -24,7 +25,7 @@ from agentgym.trainers.mixture import entry_rollout, label_trajectories, split_s
 from agentgym.types import Trajectory
 
 Runner = Callable[..., Awaitable[list[Trajectory]]]
-"""``run_groups(make_env, agent, seeds, config, *, env_id=...)`` or a driver's equivalent."""
+"""``run_groups(make_env, agent, seeds, config, *, env_id=...)`` or a collector's equivalent."""
 
 
 async def collect(config: TrainConfig, policy: Policy, seeds: Sequence[int], group_size: int,

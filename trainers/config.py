@@ -112,6 +112,10 @@ class TrainConfig:
     """FSDP settings for multi-GPU updates (read when launched with torchrun)."""
     logging: LoggingConfig = field(default_factory=LoggingConfig)
     """Weights & Biases logging (``logging.wandb: true``)."""
+    methods: dict[str, Any] = field(default_factory=dict)
+    """Plug-in training methods to turn on, each with its options
+    (``methods: {NAME: {option: value}}``; ``trainers/methods/``). Built-in ones (G-RA, GAE,
+    SPA, SUPO) are turned on by their own sections."""
 
     def __post_init__(self) -> None:
         from agentgym.trainers.advantages import estimator_info
@@ -149,7 +153,9 @@ class TrainConfig:
                                   "weights are shares: scale them down, e.g. to 1 and 2")
             check_mix(self, info.needs)
         self._check_off_policy(info.level)
-        self._check_summaries()
+        from agentgym.trainers.methods import check_methods
+
+        check_methods(self)  # unknown plug-in names and options: did-you-mean now
         k = self.algorithm.options.get("history_length")
         if "history_length" in info.needs:
             name = info.name
@@ -162,26 +168,6 @@ class TrainConfig:
                 raise ConfigError(
                     f"algorithm.options.history_length={k} differs from rollout.history_length="
                     f"{self.rollout.history_length}; {name} must group by the K the prompts used")
-
-    def _check_summaries(self) -> None:
-        """SUPO's summary turns are taken in this process, on-policy: refuse the rest.
-
-        Rollouts on a vLLM engine (``model.generation=vllm``) take them as the embedded
-        loop does. Ray's workers run agents without them, and the off-policy collectors
-        are untested with them. (torchrun is only known when the driver is made:
-        ``async_loop.make_driver`` refuses it there.)
-        """
-        if self.rollout.context != "summarize":
-            return
-        on = [name for name, yes in (
-            ("engine=ray", self.engine == "ray"),
-            ("async_training.enabled=true", self.async_training.enabled),
-            ("rollout.april.enabled=true", self.rollout.april.enabled)) if yes]
-        if on:
-            raise ConfigError(
-                f"rollout.context=summarize (SUPO) collects in this process, on-policy, but "
-                f"{', '.join(on)} collects elsewhere, where its summary turns would not be "
-                "taken; turn that off, or use rollout.context=window")
 
     def _check_off_policy(self, level: str) -> None:
         """APRIL and VCPO settings that cannot work together with the rest of the config."""

@@ -107,8 +107,10 @@ class EnvMixEntry(EnvConfig):
     reward_accumulation: Literal["gated", "direct"] | None = None
     """This env's rewards rewritten by G-RA (``gated``) or D-RA (``direct``) with
     ``reward_options`` before the estimator (then ``reward_scale``); None: as the env gives."""
+    reward_preset: str = "swe"
+    """The reward preset ``reward_accumulation`` uses (:mod:`agentgym.reward_presets`)."""
     reward_options: dict[str, Any] = field(default_factory=dict)
-    """Fields of ``trainers.rewards.SWERewardConfig`` for ``reward_accumulation``."""
+    """Options of ``reward_preset`` (``swe``: ``agentgym.envs.swe.rewards.SWERewardConfig``)."""
     context: Literal["full", "window"] | None = None
     """This env's context manager (None = ``rollout.context``)."""
     history_length: int | None = None

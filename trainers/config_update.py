@@ -57,12 +57,22 @@ class AlgorithmConfig:
     """Stop when more than this share of a step's trajectories errored."""
     reward_accumulation: Literal["none", "gated", "direct"] = "none"
     """Rewrite rewards before the estimator: gated = G-RA, direct = D-RA (spec §6)."""
+    reward_preset: str = "swe"
+    """The reward components ``reward_accumulation`` uses: a preset an env family registered
+    (:mod:`agentgym.reward_presets`; ``swe``: the SWE env's outcome label gating turns)."""
     reward_options: dict[str, Any] = field(default_factory=dict)
-    """Fields of ``trainers.rewards.SWERewardConfig`` (the SWE preset's components)."""
+    """Options of ``reward_preset`` (``swe``: the fields of
+    ``agentgym.envs.swe.rewards.SWERewardConfig``)."""
     supo: SUPOOptions = field(default_factory=SUPOOptions)
     """SUPO training: overlong masking, step-level estimators (rollout.context=summarize)."""
     value: ValueConfig = field(default_factory=ValueConfig)
     """The critic of GAE advantages (read only when the estimator uses values)."""
+
+    def __post_init__(self) -> None:
+        if self.reward_accumulation != "none":  # unknown presets and options fail now
+            from agentgym.reward_presets import get_reward_preset
+
+            get_reward_preset(self.reward_preset).components(self.reward_options)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 r"""Multi-GPU policy updates with FSDP (torch.distributed), launched with torchrun.
 
-    torchrun --nproc-per-node 4 -m agentgym.trainers.distributed examples/train_ray.yaml \\
+    torchrun --nproc-per-node 4 -m agentgym.trainers.torchrun examples/train_ray.yaml \\
         model.device=cuda distributed.gradient_checkpointing=true
 
 Rank 0 runs the training loop (:mod:`agentgym.trainers.loop`) as in one process: rollouts
@@ -28,9 +28,8 @@ adapters are gathered and synced after an update.
 
 from __future__ import annotations
 
-import argparse
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -67,7 +66,7 @@ def init(backend: str = "auto") -> tuple[int, int]:
 
     if "RANK" not in os.environ:
         raise ConfigError("not launched by torchrun: start with `torchrun --nproc-per-node N -m "
-                          "agentgym.trainers.distributed CONFIG`")
+                          "agentgym.trainers.torchrun CONFIG`")
     if backend == "auto":
         backend = "nccl" if torch.cuda.is_available() else "gloo"
     if backend == "nccl":
@@ -140,10 +139,26 @@ class FSDPUpdater:
 
     # -- rank 0 calls these; every other rank mirrors them in serve() --------------------
 
-    def update(self, samples: list[Sample], step: int) -> dict[str, float]:
-        """One PPO-clip update on all ranks; returns rank-0 metrics over all samples."""
+    def update(self, samples: list[Sample], step: int, *, lr_scale: float = 1.0,
+               on_micro_batch: Callable[[int, int], None] | None = None) -> dict[str, float]:
+        """One PPO-clip update on all ranks; returns rank-0 metrics over all samples.
+
+        Raises:
+            ValueError: A learning-rate scale other than 1 (VCPO is refused under torchrun).
+        """
+        if lr_scale != 1.0:
+            raise ValueError("a scaled learning rate is not sent to the other ranks")
         self._send(("update", (samples, step)))
-        return ppo_update(self.learner, samples, self.config, step=step, sharding=self)
+        return ppo_update(self.learner, samples, self.config, step=step, sharding=self,
+                          on_micro_batch=on_micro_batch)
+
+    def proximal(self, samples: list[Sample]) -> list[Sample]:
+        """:meth:`recompute_all` (the :class:`~agentgym.trainers.hooks.Updater` name)."""
+        return self.recompute_all(samples)
+
+    def close(self) -> None:
+        """:meth:`stop`."""
+        self.stop()
 
     def recompute_all(self, samples: list[Sample]) -> list[Sample]:
         """Samples with ``completion_logprobs`` from the current weights (all ranks work)."""
@@ -252,36 +267,3 @@ class FSDPUpdater:
         dist.all_gather_object(everyone, found)
         merged = {i: v for part in everyone for i, v in part.items()}
         return [replace(s, completion_logprobs=merged[i]) for i, s in enumerate(samples)]
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    """Entry point for torchrun: rank 0 trains (``agentgym.trainers.loop.train``), others serve."""
-    parser = argparse.ArgumentParser(prog="python -m agentgym.trainers.distributed",
-                                     description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("config", help="training config YAML")
-    parser.add_argument("overrides", nargs="*", help="dotted overrides, e.g. optim.lr=1e-6")
-    args = parser.parse_args(argv)
-    from agentgym.trainers.config import load_config
-    from agentgym.trainers.loop import build, train
-
-    config = load_config(args.config, args.overrides)
-    me, _ = init(config.distributed.backend)
-    try:
-        if me == 0:
-            train(config)
-        else:  # followers keep their files apart and do only the collective work
-            follower = replace(config, run_dir=os.path.join(config.run_dir, f".rank{me}"),
-                               tensorboard=False, engine="local",
-                               logging=replace(config.logging, wandb=False))
-            run = build(follower)
-            assert run.driver is not None and run.driver.distributed is not None
-            run.driver.distributed.serve()
-            run.log.close()
-    finally:
-        import torch.distributed as dist
-
-        dist.destroy_process_group()
-
-
-if __name__ == "__main__":
-    main()

@@ -23,12 +23,7 @@ from typing import TYPE_CHECKING
 
 from agentgym.errors import ConfigError
 from agentgym.trainers.metrics import rollout_metrics
-from agentgym.trainers.rewards import (
-    RewardComponent,
-    SWERewardConfig,
-    rescore_groups,
-    swe_components,
-)
+from agentgym.trainers.rewards import RewardComponent, preset_components, rescore_groups
 from agentgym.types import Group, Trajectory
 
 if TYPE_CHECKING:
@@ -120,14 +115,12 @@ def reward_components(entry: EnvMixEntry) -> list[RewardComponent] | None:
     """The G-RA / D-RA components of an entry with its own ``reward_accumulation``, or None.
 
     Raises:
-        ConfigError: ``reward_options`` names a field ``SWERewardConfig`` does not have.
+        ConfigError: An unknown ``reward_preset``, or ``reward_options`` it does not take.
     """
     if entry.reward_accumulation is None:
         return None
-    try:
-        return list(swe_components(SWERewardConfig(**entry.reward_options)))
-    except TypeError as exc:
-        raise ConfigError(f"envs entry {entry.label!r}: reward_options: {exc}") from None
+    return list(preset_components(entry.reward_preset, entry.reward_options,
+                                  where=f"envs entry {entry.label!r}: reward_options"))
 
 
 def label_trajectories(entry: EnvMixEntry, trajs: Sequence[Trajectory]) -> list[Trajectory]:

@@ -21,21 +21,16 @@ Choices the paper leaves open, and what we do:
 - **Components**: each scores a trajectory with a float (a trajectory-level reward, placed
   on the last step; a trajectory with no steps keeps it in R only) or one float per step.
   Equal priorities do not gate each other; a component gates only strictly lower ones.
-- **SWE preset** (``swe_components``, the spec's default encoding, every value tunable in
-  ``SWERewardConfig``): r_high from the outcome label, no submit −1, empty patch −0.5,
-  failing patch 0, resolved +1; δ = 0; r_low_t = +0.1 for a turn the env accepted
-  (``Step.valid``: the action parsed, validated and ran), −0.1 for a malformed one.
-- **Outcome label source**: the *last* step's ``result.info`` (submitting ends an SWE
-  episode), keys ``submitted``, ``resolved`` and ``patch_empty`` (renamable in
-  ``SWERewardConfig``; or pass ``label=`` any function of the trajectory). A missing
-  ``submitted`` means no submission (e.g. cut off by the turn limit). A submission with no
-  ``resolved`` key, or unresolved with no ``patch_empty`` key, cannot be labelled and raises
-  SchemaError: an unscored submission is not a failing one.
+- **Which components**: the env family's knowledge, so a run names a *preset* the env
+  registered (``algorithm.reward_preset``, :mod:`agentgym.reward_presets`), tuned by
+  ``algorithm.reward_options``. The SWE env's (``swe``, the spec's default encoding:
+  outcome label gating turn validity) is in :mod:`agentgym.envs.swe.rewards`.
 - **One invalid-turn penalty**: the SWE preset already charges a malformed turn
   (``malformed_turn``), and every estimator has its own invalid-action penalty λ
   (``invalid_penalty``, default 0.1). Stacked, a malformed turn would cost 0.2 plus the lost
-  +0.1. ``estimator_options`` therefore sets λ to 0 when rewards are accumulated and the
-  estimator options do not name ``invalid_penalty``; naming it asks for both penalties.
+  +0.1 (with the SWE preset). ``estimator_options`` therefore sets λ to 0 when rewards are
+  accumulated and the estimator options do not name ``invalid_penalty``; naming it asks for
+  both penalties.
 - **Bookkeeping**: each rescored trajectory gets ``metrics["reward/<name>"]`` (R^(i),
   ungated) and ``metrics["reward/gate_<name>"]`` (g_i) for logging; error trajectories are
   returned unchanged (they are unscorable either way).
@@ -45,31 +40,19 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal, cast
 
-from agentgym.errors import ConfigError, SchemaError
+from agentgym.errors import ConfigError
+from agentgym.reward_presets import RewardComponent, Score, get_reward_preset
 from agentgym.trainers.metrics import is_zero_variance
 from agentgym.types import Group, Trajectory
 
+__all__ = ["AccumulatedReward", "RewardComponent", "Score", "accumulate",
+           "accumulation_metrics", "estimator_options", "preset_components", "rescore_groups"]
+
 Accumulation = Literal["gated", "direct"]
-SWEOutcome = Literal["no_submit", "empty_patch", "failing_patch", "resolved"]
-Score = Callable[[Trajectory], float | Sequence[float]]
-
-
-@dataclass(frozen=True)
-class RewardComponent:
-    """One reward source R^(i) with its priority p_i and threshold δ_i."""
-
-    name: str
-    """Unique name (used in ``metrics["reward/<name>"]``)."""
-    score: Score
-    """Trajectory -> a float (placed on the last step) or one float per step."""
-    priority: float = 0.0
-    """p_i: a component gates every component of strictly lower priority."""
-    threshold: float = 0.0
-    """δ_i: lower components count only when R^(i) >= δ_i."""
 
 
 @dataclass(frozen=True)
@@ -148,7 +131,7 @@ def rescore_groups(groups: Sequence[Group], components: Sequence[RewardComponent
 
     Args:
         groups: Finished groups.
-        components: The reward components (``swe_components()`` for the SWE preset).
+        components: The reward components (a preset's: :func:`preset_components`).
         accumulation: ``gated`` (G-RA) or ``direct`` (D-RA).
 
     Returns:
@@ -171,100 +154,16 @@ def rescore_groups(groups: Sequence[Group], components: Sequence[RewardComponent
     return out
 
 
-@dataclass(frozen=True)
-class SWERewardConfig:
-    """The SWE encoding of G-RA (spec §6 defaults) and where its outcome label is read."""
+def preset_components(preset: str, options: Mapping[str, Any] | None = None,
+                      where: str = "algorithm.reward_options") -> tuple[RewardComponent, ...]:
+    """The components of the reward preset ``preset`` with ``options`` applied.
 
-    no_submit: float = -1.0
-    """r_high when the episode ends without a submission."""
-    empty_patch: float = -0.5
-    """r_high for a submission with an empty diff."""
-    failing_patch: float = 0.0
-    """r_high for a non-empty patch whose tests fail."""
-    resolved: float = 1.0
-    """r_high for a patch that resolves the issue."""
-    threshold: float = 0.0
-    """δ: turn rewards count only when r_high >= δ."""
-    valid_turn: float = 0.1
-    """r_low_t for a turn the env accepted (``Step.valid``)."""
-    malformed_turn: float = -0.1
-    """r_low_t for a turn the env rejected."""
-    submitted_key: str = "submitted"
-    """Last step's info key: the agent submitted (missing = no)."""
-    resolved_key: str = "resolved"
-    """Last step's info key: the submitted patch resolves the issue."""
-    patch_empty_key: str = "patch_empty"
-    """Last step's info key: the submitted diff is empty."""
-
-
-def swe_outcome(traj: Trajectory, config: SWERewardConfig = SWERewardConfig()) -> SWEOutcome:
-    """The outcome label of an SWE episode, from its last step's info (module docstring).
+    ``where`` names the options' config field in error messages.
 
     Raises:
-        SchemaError: A submission whose result the env did not report.
+        ConfigError: An unknown preset or option.
     """
-    info = traj.steps[-1].result.info if traj.steps else {}
-    if not info.get(config.submitted_key, False):
-        return "no_submit"
-    for key in (config.resolved_key, config.patch_empty_key):
-        if key not in info:
-            raise SchemaError(
-                f"trajectory {traj.id!r} submitted but its last step's info has no {key!r} "
-                f"(it has {sorted(info)}); report it from the env, or name the key with "
-                "SWERewardConfig(resolved_key=..., patch_empty_key=...)")
-        if key == config.resolved_key and info[key]:
-            return "resolved"
-    return "empty_patch" if info[config.patch_empty_key] else "failing_patch"
-
-
-def swe_components(config: SWERewardConfig = SWERewardConfig(),
-                   label: Callable[[Trajectory], SWEOutcome] | None = None
-                   ) -> tuple[RewardComponent, RewardComponent]:
-    """The two-level SWE components: ``outcome`` (priority 1, δ) gating ``turns`` (priority 0).
-
-    Args:
-        config: Reward values, threshold and info keys.
-        label: Outcome label of a trajectory; default ``swe_outcome`` with ``config``.
-
-    Example:
-        >>> high, low = swe_components()
-        >>> (high.name, high.priority, high.threshold), (low.name, low.priority)
-        (('outcome', 1.0, 0.0), ('turns', 0.0))
-    """
-    values = {"no_submit": config.no_submit, "empty_patch": config.empty_patch,
-              "failing_patch": config.failing_patch, "resolved": config.resolved}
-
-    def outcome(traj: Trajectory) -> float:
-        return values[(label or (lambda t: swe_outcome(t, config)))(traj)]
-
-    def turns(traj: Trajectory) -> list[float]:
-        return [config.valid_turn if s.valid else config.malformed_turn for s in traj.steps]
-
-    return (RewardComponent("outcome", outcome, priority=1.0, threshold=config.threshold),
-            RewardComponent("turns", turns, priority=0.0))
-
-
-def swe_metrics(trajs: Sequence[Trajectory], config: SWERewardConfig = SWERewardConfig()
-                ) -> dict[str, float]:
-    """Completion, modification and resolve rates over the scorable trajectories.
-
-    ``completion_rate``: share that submitted; ``modification_rate``: share that submitted
-    a non-empty diff (``patch_empty`` false, or resolved); ``resolve_rate``: share
-    resolved. Each is reported only when some last step carries its info key (the env
-    reports it); a missing key counts as "no".
-    """
-    infos = [t.steps[-1].result.info if t.steps else {} for t in trajs if t.scorable]
-    out: dict[str, float] = {}
-    n = max(len(infos), 1)
-    sub, empty, res = config.submitted_key, config.patch_empty_key, config.resolved_key
-    if any(sub in i for i in infos):
-        out["completion_rate"] = sum(bool(i.get(sub)) for i in infos) / n
-    if any(empty in i for i in infos):  # a resolving patch is a modification too
-        out["modification_rate"] = sum(bool(i.get(sub)) and (bool(i.get(res)) or (
-            empty in i and not i[empty])) for i in infos) / n
-    if any(res in i for i in infos):
-        out["resolve_rate"] = sum(bool(i.get(res)) for i in infos) / n
-    return out
+    return get_reward_preset(preset).components(options, where)
 
 
 def estimator_options(options: Mapping[str, Any], accumulation: str) -> dict[str, Any]:

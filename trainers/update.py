@@ -6,10 +6,10 @@
                 (loss(micro_batch) · scale).backward()   # gradient accumulation
             clip_grad_norm; optimizer.step()
 
-Every driver calls :func:`ppo_update`: the embedded loop, the async driver (in a worker
-thread) and every FSDP rank. They differ only in how a mini-batch is cut into this process's
-micro-batches and how the loss total and statistics are reduced over processes; that is a
-:class:`Sharding` (:data:`ONE_PROCESS` here, ``FSDPSharding`` in
+Every update calls :func:`ppo_update`: :class:`LocalUpdater` (in a worker thread, so that
+rollouts collected ahead go on) and every FSDP rank. They differ only in how a mini-batch
+is cut into this process's micro-batches and how the loss total and statistics are reduced
+over processes; that is a :class:`Sharding` (:data:`ONE_PROCESS` here, ``FSDPSharding`` in
 :mod:`agentgym.trainers.distributed`).
 
 Exactness: every micro-batch loss is divided by the token (or sequence) count of its whole
@@ -20,6 +20,7 @@ one forward pass over the mini-batch.
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -231,17 +232,23 @@ def ppo_update(learner: Learner, samples: Sequence[Sample], config: UpdateConfig
 async def ppo_update_in_thread(learner: Learner, samples: Sequence[Sample],
                                config: UpdateConfig, *, step: int, progress: Any = None
                                ) -> dict[str, float]:
-    """:func:`ppo_update` in a daemon thread, showing "update micro-batch i/n" on ``progress``.
+    """:func:`ppo_update` in a daemon thread (:func:`in_update_thread`)."""
+    return await in_update_thread(
+        lambda on_micro_batch: ppo_update(learner, samples, config, step=step,
+                                          on_micro_batch=on_micro_batch), progress)
 
-    The event loop stays free while the update runs, so a Ctrl-C (which ``asyncio.run``
-    turns into cancelling the awaiting task) ends the caller at once instead of after the
-    update; the thread does not hold up the exit of the process.
+
+async def in_update_thread(work: Callable[[Callable[[int, int], None]], dict[str, float]],
+                           progress: Any = None) -> dict[str, float]:
+    """An update in a daemon thread, showing "update micro-batch i/n" on ``progress``.
+
+    The event loop stays free while the update runs (rollouts collected ahead go on), and a
+    Ctrl-C (which ``asyncio.run`` turns into cancelling the awaiting task) ends the caller at
+    once instead of after the update; the thread does not hold up the exit of the process.
 
     Args:
-        learner: As for :func:`ppo_update`.
-        samples: As for :func:`ppo_update`.
-        config: As for :func:`ppo_update`.
-        step: As for :func:`ppo_update`.
+        work: The update, called with the ``on_micro_batch(done, total)`` callback that
+            :func:`ppo_update` takes; returns its metrics.
         progress: A rich ``Progress`` or :class:`agentgym.phases.Phases`, or None.
     """
     loop = asyncio.get_running_loop()
@@ -262,7 +269,7 @@ async def ppo_update_in_thread(learner: Learner, samples: Sequence[Sample],
 
     def run() -> None:
         try:
-            out = ppo_update(learner, samples, config, step=step, on_micro_batch=on_micro_batch)
+            out = work(on_micro_batch)
         except BaseException as exc:  # noqa: BLE001  (handed to the awaiting task)
             _call_soon(loop, _settle, done, None, exc)
         else:
@@ -274,6 +281,56 @@ async def ppo_update_in_thread(learner: Learner, samples: Sequence[Sample],
     finally:
         if task and hasattr(progress, "remove_task"):
             progress.remove_task(task[0])
+
+
+class LocalUpdater:
+    """The policy update in this process: one PPO-clip update per step.
+
+    Args:
+        learner: The trained model and its optimizer.
+        config: The update settings.
+        split_threads: Give the update half the cores (generation runs in this process at
+            the same time: async training on CPU).
+    """
+
+    def __init__(self, learner: Learner, config: UpdateConfig,
+                 split_threads: bool = False) -> None:
+        self.learner, self.config, self.split_threads = learner, config, split_threads
+
+    def update(self, samples: list[Sample], step: int, *, lr_scale: float = 1.0,
+               on_micro_batch: Callable[[int, int], None] | None = None) -> dict[str, float]:
+        """:func:`ppo_update` with the learning rate times ``lr_scale`` for this update only."""
+        if self.split_threads:
+            _split_cpu_threads()
+        groups = self.learner.optimizer.param_groups
+        base = [g["lr"] for g in groups]
+        for g in groups:  # e.g. VCPO: this update only takes η · scale
+            g["lr"] *= lr_scale
+        try:
+            return ppo_update(self.learner, samples, self.config, step=step,
+                              on_micro_batch=on_micro_batch)
+        finally:
+            for g, lr in zip(groups, base, strict=True):
+                g["lr"] = lr
+
+    def proximal(self, samples: list[Sample]) -> list[Sample]:
+        """The samples with the current weights' log-probs."""
+        return ONE_PROCESS.recompute(self.learner, samples, self.config)
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+def _split_cpu_threads() -> None:
+    """Half the cores each for in-process generation and the update.
+
+    Both run torch ops at once, from two threads; with the default pools (one thread per
+    core each) the OpenMP workers oversubscribe the cores and spin against each other,
+    which made an overlapped CPU update many times slower than a serial one.
+    """
+    cores = os.cpu_count() or 1
+    if torch.get_num_threads() > max(1, cores // 2):
+        torch.set_num_threads(max(1, cores // 2))
 
 
 def _call_soon(loop: asyncio.AbstractEventLoop, fn: Callable[..., None], *args: Any) -> None:

@@ -38,36 +38,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Literal
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from agentgym.errors import ConfigError
+from agentgym.trainers.config_run import VCPOConfig  # the config section: re-exported
 
 if TYPE_CHECKING:
     from agentgym.trainers.batching import Sample
     from agentgym.trainers.update import Learner
-
-
-@dataclass(frozen=True)
-class VCPOConfig:
-    """VCPO under async training or partial rollouts (``async_training.vcpo``)."""
-
-    enabled: bool = False
-    """Scale the learning rate by ESS and (with ``baseline``) use the OPOB baseline."""
-    lr_scaling: Literal["sqrt", "linear", "none"] = "sqrt"
-    """η_eff = η · min(1, ρ/ρ_base)^p with p = 1/2 (``sqrt``, for AdamW) or 1; ``none``
-    only logs the ESS."""
-    base_ess_ratio: float = 1.0
-    """ρ_base: an ESS ratio at or above it keeps the full learning rate."""
-    baseline: bool = True
-    """Replace the estimator's advantages by R_i − b* (needs a trajectory-level estimator)."""
-
-    def __post_init__(self) -> None:
-        if not 0 < self.base_ess_ratio <= 1:
-            raise ConfigError(f"async_training.vcpo.base_ess_ratio must be in (0, 1], got "
-                              f"{self.base_ess_ratio}; 1.0 scales every off-policy update")
 
 
 def effective_sample_size(weights: Sequence[float]) -> float:

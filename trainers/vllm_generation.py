@@ -3,11 +3,12 @@
 ``model.generation: vllm``: the learner keeps the weights it trains (transformers, in this
 process); a :class:`~agentgym.policies.vllm.VLLMPolicy` samples every rollout and held-out
 episode, and after each update the trained tensors are synced into it
-(:meth:`RolloutDriver.sync`): every weight; or, training LoRA, the adapters (served as vLLM
-LoRA requests) or the full weights with the adapters merged in (``model.vllm_lora_sync``;
-merged on a CPU, where vLLM's LoRA kernels are several times slower). The first sync happens before
-the first rollout, so a resumed run (or a ``model.path`` that differs from the engine's
-folder) generates with the trainer's weights from the start.
+(:class:`agentgym.trainers.scale_out.WeightSync`): every weight; or, training LoRA, the
+adapters (served as vLLM LoRA requests) or the full weights with the adapters merged in
+(``model.vllm_lora_sync``; merged on a CPU, where vLLM's LoRA kernels are several times
+slower). The first sync happens before the first rollout, so a resumed run (or a
+``model.path`` that differs from the engine's folder) generates with the trainer's weights
+from the start.
 
 vLLM's log-probs differ slightly from the trainer's (kernels, summation order): see
 ``loss.rollout_correction`` (TIS/MIS) for the correction.

@@ -11,7 +11,7 @@ so a round lasts until the B-th group finishes, not the slowest episode. Nothing
 away: a parked episode keeps its env (its state), its context (the exact token ids so far),
 and its recorded steps, each with the behaviour log-probs and the policy version that
 sampled it. When it resumes after a weight update its new turns carry the new version, and
-the trainer's importance correction (``agentgym.trainers.async_loop``) treats the older
+the trainer's importance correction (``agentgym.trainers.methods.offpolicy``) treats the older
 turns as stale.
 
 Groups stay whole: a group is handed over only when all G rollouts finished (error ones

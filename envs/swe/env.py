@@ -7,7 +7,7 @@ resolves the task (every FAIL_TO_PASS and PASS_TO_PASS test passes), else 0.0; e
 steps are not scored (``None``). An episode cut off by the turn limit never submits.
 
 The submit step's info carries what the G-RA SWE encoding
-(``agentgym.trainers.rewards.swe_components``, spec §6) needs — ``submitted``,
+(``agentgym.envs.swe.rewards.swe_components``, spec §6) needs — ``submitted``,
 ``patch_empty``, ``resolved`` — so ``algorithm.reward_accumulation=gated`` scores no
 submit / empty patch / failing patch / resolved as −1 / −0.5 / 0 / +1, gating the per-turn
 ±0.1 for valid / malformed turns (``info["valid"]``: every tool call parsed and ran; a

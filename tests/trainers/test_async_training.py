@@ -6,9 +6,10 @@ import math
 import pytest
 
 from agentgym.errors import ConfigError
-from agentgym.trainers.async_loop import drop_stale, importance_correct
 from agentgym.trainers.batching import Sample
+from agentgym.trainers.collectors import drop_stale, step_staleness
 from agentgym.trainers.config import AsyncConfig
+from agentgym.trainers.methods.offpolicy.importance import importance_correct
 from agentgym.types import Message, Step, StepResult, StepTokens, Trajectory
 
 
@@ -32,8 +33,9 @@ def test_drop_stale_keeps_within_bound_and_counts():
     # Current version 5, bound 2: staleness of a trajectory = its oldest step.
     trajs = [_traj("fresh", [5]), _traj("partial", [3, 4]), _traj("old", [2, 5]),
              _traj("unknown", [None]), _traj("err", [1], status="error")]
-    kept, ages, metrics = drop_stale(trajs, version=5, max_staleness=2)
+    kept, metrics = drop_stale(trajs, version=5, max_staleness=2)
     assert [t.id for t in kept] == ["fresh", "partial", "unknown", "err"]
+    ages = {(t.id, i): age for t in kept for i, age in enumerate(step_staleness(t, 5))}
     assert ages[("partial", 0)] == 2 and ages[("partial", 1)] == 1 and ages[("fresh", 0)] == 0
     assert metrics["async/dropped_stale"] == 1.0
     # Steps seen (kept only): 0, 2, 1, 0 (unknown), 4 (the error trajectory is not dropped).

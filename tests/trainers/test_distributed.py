@@ -213,7 +213,7 @@ def test_torchrun_trains_with_two_gloo_ranks(tmp_path, tiny_model_dir):
     run = tmp_path / "run"
     proc = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
-         "-m", "agentgym.trainers.distributed", str(root / "examples" / "train_ray.yaml"),
+         "-m", "agentgym.trainers.torchrun", str(root / "examples" / "train_ray.yaml"),
          "engine=local", f"run_dir={run}", "steps=2", "save_every=2",
          f"model.path={tiny_model_dir}", "env.eval_seeds=0", "rollout.tasks_per_step=2",
          "rollout.group_size=4", "rollout.max_tokens=4", "tensorboard=false", "optim.lr=0.01",

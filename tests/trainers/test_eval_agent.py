@@ -28,7 +28,8 @@ def test_suite_evaluation_plays_the_run_context_and_format(monkeypatch, tmp_path
 
     monkeypatch.setattr(training, "run_suite", run_suite)
     policy = object()  # the agent only holds it here: no episode runs
-    run = SimpleNamespace(config=cfg, policy=policy, state=TrainState(0, 0), driver=None)
+    run = SimpleNamespace(config=cfg, policy=policy, state=TrainState(0, 0),
+                          collector=SimpleNamespace(runner=None))
     asyncio.run(loop.evaluate(run))  # no held-out seeds: the suite only
     [agent] = seen
     assert agent.policy is policy

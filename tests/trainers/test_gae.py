@@ -124,7 +124,8 @@ def test_spa_with_gae_saves_and_resumes_its_value_head(tmp_path, tiny_model_dir)
     save_file({**heads, "weight": torch.full_like(heads["weight"], 0.25)},
               saved / "head.safetensors")
     run = build(load_config(None, ["steps=2", *args]), resume=True)
-    assert run.critic is not None and bool((run.critic.model.head.weight == 0.25).all())
+    [critic] = [x for x in run.hooks.state if isinstance(x, Critic)]
+    assert bool((critic.model.head.weight == 0.25).all())
     train(load_config(None, ["steps=2", *args]), resume=True)
     rows = read_metrics(tmp_path / "run")
     assert [r["step"] for r in rows] == [1, 2]

@@ -48,8 +48,7 @@ async def train_two_steps(run):
         for _ in range(2):
             await train_step(run)
     finally:
-        if run.driver is not None:
-            await run.driver.aclose()
+        await run.collector.aclose()
 
 
 def test_async_training_syncs_trained_adapters_into_the_generation_copy(tmp_path, tiny_model_dir):
@@ -80,11 +79,11 @@ def test_ray_generation_workers_generate_with_the_trained_adapters(tmp_path, tin
     run = build(load_config(None, overrides(
         tmp_path, tiny_model_dir, "engine=ray", "ray.num_cpus=2", "ray.env_workers=1",
         "ray.env_worker_cpus=0.5", "ray.generation_workers=1", "ray.generation_cpus=0.5")))
-    driver = run.driver
-    assert driver is not None and driver.engine is not None
+    engine = run.collector.engine
+    assert engine is not None
     base, start = frozen_and_adapters(run.learner.model)
     sent = []
-    spy_on(driver.engine, "sync_weights", sent)
+    spy_on(engine, "sync_weights", sent)
 
     async def main():
         for _ in range(2):
@@ -94,9 +93,9 @@ def test_ray_generation_workers_generate_with_the_trained_adapters(tmp_path, tin
         request = GenerationRequest(prompt_ids=prompt,
                                     params=SamplingParams(temperature=0.0, max_tokens=8))
         local = (await run.policy.generate([request]))[0]
-        worker = driver.engine.generation_workers[0]
+        worker = engine.generation_workers[0]
         remote = (await worker.generate.remote([request]))[0]
-        await driver.aclose()
+        await run.collector.aclose()
         return local, remote
 
     try:
@@ -124,7 +123,7 @@ def test_two_gloo_fsdp_ranks_train_lora_and_sync_only_adapters(tmp_path, tiny_mo
     config.write_text("{}\n")  # the defaults; the overrides say the rest
     proc = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
-         "-m", "agentgym.trainers.distributed", str(config),
+         "-m", "agentgym.trainers.torchrun", str(config),
          *overrides(tmp_path, tiny_model_dir)],
         capture_output=True, text=True, timeout=400, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert proc.returncode == 0, proc.stderr[-3000:]

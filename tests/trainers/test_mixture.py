@@ -39,7 +39,8 @@ def test_labels_group_ids_and_scales_rewards():
 
 
 def test_an_entry_rewrites_its_rewards_with_g_ra_then_scales_them():
-    from agentgym.trainers.rewards import SWERewardConfig, rescore_groups, swe_components
+    from agentgym.envs.swe.rewards import SWERewardConfig, swe_components
+    from agentgym.trainers.rewards import rescore_groups
 
     def episode(i, resolved):
         steps = (Step(0, Message("assistant", "look"), StepResult((), reward=None)),

@@ -10,19 +10,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from agentgym.envs.swe.rewards import SWERewardConfig, swe_components, swe_metrics, swe_outcome
 from agentgym.errors import ConfigError, SchemaError
 from agentgym.trainers import rewards as rewards_mod
 from agentgym.trainers.advantages import get_estimator
 from agentgym.trainers.rewards import (
     RewardComponent,
-    SWERewardConfig,
     accumulate,
     accumulation_metrics,
     estimator_options,
     rescore_groups,
-    swe_components,
-    swe_metrics,
-    swe_outcome,
 )
 from agentgym.types import Group, Message, Step, StepResult, Trajectory
 
@@ -206,7 +203,27 @@ def test_accumulation_metrics():
 
 
 def test_doctest():
+    from agentgym.envs.swe import rewards as swe_rewards
+
     assert doctest.testmod(rewards_mod).failed == 0
+    assert doctest.testmod(swe_rewards).attempted > 0 and doctest.testmod(swe_rewards).failed == 0
+
+
+def test_the_preset_is_named_in_the_config_and_checked_when_read():
+    from agentgym.reward_presets import get_reward_preset
+    from agentgym.trainers.config import load_config
+
+    preset = get_reward_preset("swe")
+    assert preset.options is SWERewardConfig and [c.name for c in preset.components()] == [
+        "outcome", "turns"]
+    assert preset.components({"resolved": 2.0})[0].score(EXAMPLE[0].trajectories[0]) in (
+        -1.0, -0.5, 0.0, 2.0)
+    with pytest.raises(ConfigError, match="no reward preset 'sw'.*did you mean 'swe'"):
+        load_config(None, ["algorithm.reward_accumulation=gated",
+                           "algorithm.reward_preset=sw"])
+    with pytest.raises(ConfigError, match="no option 'resolve'.*did you mean 'resolved'"):
+        load_config(None, ["algorithm.reward_accumulation=gated",
+                           "algorithm.reward_options.resolve=2"])
 
 
 @settings(max_examples=100, deadline=None)

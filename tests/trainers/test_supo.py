@@ -11,12 +11,13 @@ import agentgym
 from agentgym import Message, ToolCall
 from agentgym.context import ContextConfig, SummarizeConfig
 from agentgym.envs.logsearch.scripted import PlanPolicy
+from agentgym.envs.swe.rewards import swe_components
 from agentgym.errors import ConfigError
 from agentgym.rollout import LMAgent, run_episode
 from agentgym.trainers.advantages import get_estimator
 from agentgym.trainers.batching import micro_batches
 from agentgym.trainers.config import TrainConfig, from_dict
-from agentgym.trainers.rewards import rescore_groups, swe_components
+from agentgym.trainers.rewards import rescore_groups
 from agentgym.trainers.supo import (
     SUPOOptions,
     check_estimator,

@@ -115,19 +115,19 @@ def test_vcpo_config_checks():
 
 
 def test_async_run_scales_the_learning_rate_by_ess(tmp_path, tiny_model_dir, monkeypatch):
-    from agentgym.trainers import async_loop
+    from agentgym.trainers import update
     from agentgym.trainers.config import load_config
     from agentgym.trainers.loop import train
     from agentgym.trainers.metrics import read_metrics
 
-    seen, real = [], async_loop.ppo_update
+    seen, real = [], update.ppo_update
 
     def spy(learner, samples, config, *, step, **kw):
         seen.append((step, learner.optimizer.param_groups[0]["lr"],
                      [s.advantage for s in samples]))
         return real(learner, samples, config, step=step, **kw)
 
-    monkeypatch.setattr(async_loop, "ppo_update", spy)
+    monkeypatch.setattr(update, "ppo_update", spy)
     overrides = [f"run_dir={tmp_path / 'run'}", "steps=3", "save_every=3",
                  f"model.path={tiny_model_dir}", "rollout.tasks_per_step=2",
                  "rollout.group_size=4", "rollout.max_tokens=4", "tensorboard=false",

@@ -45,7 +45,7 @@ async def test_updates_reach_the_engine_and_its_logprobs_match_the_trainer(tmp_p
     from agentgym.trainers.loop import build, train_step
 
     run = build(_config(tmp_path, lora))
-    assert isinstance(run.policy, VLLMPolicy) and run.driver is not None
+    assert isinstance(run.policy, VLLMPolicy)
     try:
         for step in (1, 2):
             metrics = await train_step(run)
@@ -68,7 +68,7 @@ async def test_updates_reach_the_engine_and_its_logprobs_match_the_trainer(tmp_p
         assert np.max(moved) > 5 * LOGPROB_TOL  # a stale engine would be told apart
         assert np.max(diffs) < LOGPROB_TOL
     finally:
-        await run.driver.aclose()
+        await run.collector.aclose()
         await run.policy.aclose()
 
 
@@ -152,8 +152,8 @@ def test_ray_generation_workers_on_vllm_receive_every_update(tmp_path):
         "algorithm.drop_zero_variance_groups=false", "engine=ray", "ray.num_cpus=2",
         "ray.env_workers=1", "ray.env_worker_cpus=0.5", "ray.generation_workers=1",
         "ray.generation_cpus=0.5", "ray.generation_backend=vllm"]))
-    driver = run.driver
-    assert driver is not None and driver.engine is not None
+    engine = run.collector.engine
+    assert engine is not None
 
     async def main():
         for _ in range(2):
@@ -161,8 +161,8 @@ def test_ray_generation_workers_on_vllm_receive_every_update(tmp_path):
         prompt = tuple(run.policy.tokenizer.encode("What is 7 * 8?"))
         request = GenerationRequest(prompt_ids=prompt,
                                     params=SamplingParams(temperature=1.0, max_tokens=16, seed=3))
-        remote = (await driver.engine.generation_workers[0].generate.remote([request]))[0]
-        await driver.aclose()
+        remote = (await engine.generation_workers[0].generate.remote([request]))[0]
+        await run.collector.aclose()
         return remote
 
     try:

@@ -8,12 +8,13 @@ import pytest
 
 import agentgym
 from agentgym.envs.swe import SWEEnv, SWETask, load_tasks, parse_pytest_summary, shipped_tasks
+from agentgym.envs.swe.rewards import swe_components, swe_metrics, swe_outcome
 from agentgym.errors import ConfigError, SchemaError
 from agentgym.policies.simple import ScriptedPolicy
 from agentgym.rollout import RolloutConfig, run_groups
 from agentgym.sandboxes.base import SandboxError
 from agentgym.sandboxes.local import LocalSandbox
-from agentgym.trainers.rewards import rescore_groups, swe_components, swe_metrics, swe_outcome
+from agentgym.trainers.rewards import rescore_groups
 from agentgym.types import Group, Message, ToolCall
 
 TASK = "pager-last-page"

@@ -14,7 +14,7 @@ import pytest
 import agentgym
 from agentgym.envs.swe import SWEEnv, shipped_tasks
 from agentgym.envs.swe.evaluation import patched_files
-from agentgym.trainers.rewards import swe_outcome
+from agentgym.envs.swe.rewards import swe_outcome
 from agentgym.types import Message, Step, ToolCall, Trajectory
 
 TASKS = shipped_tasks()
