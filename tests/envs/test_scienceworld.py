@@ -193,26 +193,41 @@ async def test_an_engine_call_cut_off_by_a_timeout_keeps_its_isolate_from_the_ne
         ) -> None:
     # A step timeout cancels the awaiting coroutine, not the engine call in its worker thread.
     # Closing the env used to hand the isolate straight to the next episode while that call
-    # ran on: when the cut-off gold load below ended, it left its own world in the isolate,
-    # and the next episode (boil) was playing the friction task.
+    # ran on: when a cut-off gold load ended, it left its own world in the isolate, and the
+    # next episode (boil) went on in the other task's world.
+    import threading
+
     from agentgym.envs.scienceworld import engine
 
     pool = engine.pool()
-    first = ScienceWorldEnv(task="inclined-plane-friction-unnamed-surfaces",
-                            valid_actions_in_info=False)
+    first = ScienceWorldEnv(task="find-living-thing", valid_actions_in_info=False)
     await first.reset(seed=0, options={"variation": 0})
-    assert first._lease is not None
+    assert first._lease is not None and first._engine is not None
     isolate = (first._lease.jvm_id, first._lease.isolate_id)
     leases = sum(n for _, _, n in pool.stats())
-    gold = asyncio.ensure_future(first.expert_action())  # a 178-action gold path: seconds
-    await asyncio.sleep(1.0)
-    gold.cancel()  # as a step timeout does
-    with pytest.raises(asyncio.CancelledError):
-        await gold
-    await first.aclose()
+    entered, go_on = threading.Event(), threading.Event()
+    load = first._engine.load
+
+    def held_load(*args: object) -> None:  # the engine call, held until the test lets it go
+        entered.set()
+        go_on.wait(300)
+        load(*args)
+
+    first._engine.load = held_load
     env = ScienceWorldEnv(task="boil", valid_actions_in_info=False)
-    await env.reset(seed=0, options={"variation": 3})
-    assert env._lease is not None and (env._lease.jvm_id, env._lease.isolate_id) != isolate
+    try:
+        gold = asyncio.ensure_future(first.expert_action())  # its gold load runs held_load
+        assert await asyncio.to_thread(entered.wait, 300)
+        gold.cancel()  # as a step timeout does
+        with pytest.raises(asyncio.CancelledError):
+            await gold
+        await first.aclose()
+        await env.reset(seed=0, options={"variation": 3})
+        assert env._lease is not None
+        assert (env._lease.jvm_id, env._lease.isolate_id) != isolate
+        assert sum(n for _, _, n in pool.stats()) == leases + 1  # first's is still out
+    finally:
+        go_on.set()
     for _ in range(600):  # the cut-off call ends, then its isolate goes back to the pool
         if sum(n for _, _, n in pool.stats()) == leases:
             break
