@@ -1,18 +1,25 @@
 """The credit study's page (``docs/learning.md``): the lines each finished unit writes.
 
-``credit_study.py`` assembles them per env; every figure comes from a unit's record.
+:mod:`.report` assembles them per env; every figure comes from a unit's record.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from credit_units import Setup, Unit, completion_loss, machine, metrics, variant_name
-
 from agentgym.evaluation.stats import seed_t_interval
+from agentgym.trainers.study.units import (
+    Setup,
+    Unit,
+    completion_loss,
+    machine,
+    metrics,
+    variant_name,
+)
 
 
 def interval(values: list[float]) -> tuple[float, float]:
@@ -63,9 +70,11 @@ def sft_lines(s: Setup, sft: Unit) -> list[str]:
             loss_line(completion_loss(rows, s.sft_batch), s.moves), ""]
 
 
-def loss_line(stretches: list[list[float]], moves: int) -> str:
-    """An SFT run's loss per completion over its steps (see ``completion_loss``), beside a
-    uniform guess among a grid game's ``moves``."""
+def loss_line(stretches: Sequence[Sequence[float]], moves: int) -> str:
+    """An SFT run's loss per completion over its steps, beside a uniform guess among moves.
+
+    See ``completion_loss``; ``moves``: a grid game's moves (0: no guess is shown).
+    """
     parts = ", ".join(f"{nats:.2f} (steps {a}–{b})" for a, b, nats in stretches)
     return ("Its loss per demonstrated completion, in nats, over the run: " + parts + "."
             + (f" A uniform guess among {moves} moves costs ln {moves} = "
@@ -95,15 +104,19 @@ def warmth_line(s: Setup, r: dict[str, Any], demos: Unit) -> str:
 
 
 def binomial(success: float, n: int) -> tuple[float, float]:
-    """``success`` kept one episode away from 0 and 1, and the 95% binomial half-width of
-    a figure from ``n`` episodes there."""
+    """``success`` kept one episode away from 0 and 1, and its 95% binomial half-width.
+
+    The half-width is that of a figure from ``n`` episodes there.
+    """
     p = min(max(success, 1 / n), 1 - 1 / n)
     return p, 1.96 * math.sqrt(p * (1 - p) / n)
 
 
 def resolution(s: Setup, done: list[Unit]) -> tuple[float, float]:
-    """The runs' mean starting success and the 95% binomial half-width of one run's
-    held-out figure there (``eval_seeds`` episodes)."""
+    """The runs' mean starting success and one run's 95% binomial half-width there.
+
+    One run's held-out figure counts ``eval_seeds`` episodes.
+    """
     before = [u.result()["held_out_before"] for u in done]
     return binomial(sum(before) / len(before), s.eval_seeds)
 
@@ -130,8 +143,11 @@ def _covered(done: list[Unit], finer: dict[tuple[str, int], dict[str, Any]],
 
 def _before_after(u: Unit, finer: dict[tuple[str, int], dict[str, Any]],
                   base: dict[str, Any] | None) -> tuple[float, float]:
-    """A run's held-out success before and after RL: by the finer evaluation where ``base``
-    (the warm start's) is given, else by the trainer's own."""
+    """A run's held-out success before and after RL.
+
+    By the finer evaluation where ``base`` (the warm start's) is given, else by the trainer's
+    own.
+    """
     if base is not None:
         return base["success"], finer[(u.variant, u.seed)]["success"]
     r = u.result()
@@ -140,8 +156,10 @@ def _before_after(u: Unit, finer: dict[tuple[str, int], dict[str, Any]],
 
 def _half(s: Setup, done: list[Unit], finer: dict[tuple[str, int], dict[str, Any]],
           base: dict[str, Any] | None) -> float:
-    """The 95% binomial half-width of one model's held-out figure: by the finer evaluation
-    where it covers every finished run, else by the trainer's own."""
+    """The 95% binomial half-width of one model's held-out figure.
+
+    By the finer evaluation where it covers every finished run, else by the trainer's own.
+    """
     if _covered(done, finer, base) and base is not None:
         return binomial(base["success"], base["episodes"])[1]
     return resolution(s, done)[1]
@@ -149,9 +167,11 @@ def _half(s: Setup, done: list[Unit], finer: dict[tuple[str, int], dict[str, Any
 
 def _changes(s: Setup, done: list[Unit], finer: dict[tuple[str, int], dict[str, Any]],
              base: dict[str, Any] | None) -> list[tuple[str, float, float, int, bool]]:
-    """Per variant with finished runs: its mean change of held-out success, the 95%
-    half-width of that change over seeds, its seeds, and whether the change is beyond what
-    the evaluation resolves for that many seeds."""
+    """Per variant with finished runs: its mean change of held-out success, and more.
+
+    The 95% half-width of that change over seeds, its seeds, and whether the change is beyond
+    what the evaluation resolves for that many seeds.
+    """
     use = base if _covered(done, finer, base) else None
     half = _half(s, done, finer, base)
     rows = []
@@ -165,9 +185,11 @@ def _changes(s: Setup, done: list[Unit], finer: dict[tuple[str, int], dict[str, 
 
 
 def _signal(s: Setup, done: list[Unit]) -> tuple[float, float] | None:
-    """The training rollouts' mean success and the share of groups it leaves holding both
-    a success and a failure (the only groups with nonzero advantages under a success
-    reward); None where the runs recorded no training success."""
+    """The training rollouts' mean success and the share of groups with a mixed outcome.
+
+    Those are groups holding both a success and a failure (the only groups with nonzero
+    advantages under a success reward); None where the runs recorded no training success.
+    """
     train = [x or 0.0 for u in done for x in u.result().get("train_success", [])]
     if not train:
         return None
@@ -177,9 +199,12 @@ def _signal(s: Setup, done: list[Unit]) -> tuple[float, float] | None:
 
 def reading_line(s: Setup, done: list[Unit], finer: dict[tuple[str, int], dict[str, Any]],
                  base: dict[str, Any] | None) -> str:
-    """What an env's finished RL runs say so far: each variant's change in held-out success
-    (mean over its seeds) against what the evaluation resolves, and the training signal.
-    Where the finer evaluation covers every finished run, the change is measured by it."""
+    """What an env's finished RL runs say so far.
+
+    Each variant's change in held-out success (mean over its seeds) against what the
+    evaluation resolves, and the training signal. Where the finer evaluation covers every
+    finished run, the change is measured by it.
+    """
     use_finer = _covered(done, finer, base)
     changes, moved, spread = [], [], []
     for variant, change, width, n, beyond in _changes(s, done, finer, base):
@@ -206,7 +231,7 @@ def reading_line(s: Setup, done: list[Unit], finer: dict[tuple[str, int], dict[s
                  + ("the estimators apart, for or against step-level credit."
                     if s.accumulations == ("none",) else
                     "the accumulations apart by held-out success."))
-    if signal is not None and s.accumulations == ("none",):  # else: credit_accumulation
+    if signal is not None and s.accumulations == ("none",):  # else: .accumulation
         p, mixed = signal
         line += (f" Training rollouts succeeded {p:.0%} of the time on average; at that rate "
                  f"about {mixed:.0%} of groups of {s.group_size} hold both a success and a "
@@ -216,10 +241,13 @@ def reading_line(s: Setup, done: list[Unit], finer: dict[tuple[str, int], dict[s
 
 
 def divergence_line(s: Setup, done: list[Unit]) -> str:
-    """How far each run drew apart from the first variant's run of its seed (same tasks and
-    sampling seeds): a training step whose rollouts hold as many tokens in both drew, most
-    likely, the same rollouts. Both start from the SFT model, so their first steps match
-    unless the rollouts themselves were not reproducible; that is counted apart."""
+    """How far each run drew apart from the first variant's run of its seed.
+
+    Both had the same tasks and sampling seeds: a training step whose rollouts hold as many
+    tokens in both drew, most likely, the same rollouts. Both start from the SFT model, so
+    their first steps match unless the rollouts themselves were not reproducible; that is
+    counted apart.
+    """
     first = variants(s)[0]
     ref = {u.seed: u.result().get("step_tokens") for u in done if u.variant == first}
     counts: dict[str, list[int]] = {}
@@ -254,8 +282,10 @@ def divergence_line(s: Setup, done: list[Unit]) -> str:
 
 
 def machines_line(done: list[Unit]) -> str:
-    """Which machine ran which runs, where more than one did: their seconds compare only
-    within a machine."""
+    """Which machine ran which runs, where more than one did.
+
+    Their seconds compare only within a machine.
+    """
     by: dict[str, list[str]] = {}
     for u in done:
         cpu = u.result().get("machine", "unknown machine").split(", load average")[0]
@@ -271,13 +301,16 @@ def _results(done: list[Unit], variant: str) -> list[dict[str, Any]]:
 
 
 def variants(s: Setup) -> list[str]:
+    """The setup's RL variants in page order: each estimator under each accumulation."""
     return [variant_name(e, a) for e in s.estimators for a in s.accumulations]
 
 
 def rl_table(s: Setup, done: list[Unit], finer: dict[tuple[str, int], dict[str, Any]]
              ) -> list[str]:
-    """Held-out success before and after RL, per estimator (mean ± 95% over seeds); with the
-    finer evaluation of the runs' last checkpoints where it has run."""
+    """Held-out success before and after RL, per estimator (mean ± 95% over seeds).
+
+    With the finer evaluation of the runs' last checkpoints where it has run.
+    """
     extra = bool(finer)
     head = "| run | seeds | held-out before | held-out after (mean ± 95%) | "
     head += "after, finer evaluation (mean ± 95%) | " if extra else ""
@@ -306,8 +339,11 @@ def rl_table(s: Setup, done: list[Unit], finer: dict[tuple[str, int], dict[str, 
 def verdict_line(s: Setup, done: list[Unit], rl: list[Unit],
                  finer: dict[tuple[str, int], dict[str, Any]], base: dict[str, Any] | None,
                  revisits: dict[str, Any] | None) -> str:
-    """One env's answer for the page's summary: each estimator's held-out success against
-    GRPO's, and whether the gap between estimators exceeds the spread over seeds."""
+    """One env's answer for the page's summary.
+
+    Each estimator's held-out success against GRPO's, and whether the gap between estimators
+    exceeds the spread over seeds.
+    """
     if not done:
         return f"- {s.title}: no RL run has finished (0 of {len(rl)})."
     use_finer = _covered(done, finer, base)
@@ -345,8 +381,10 @@ def verdict_line(s: Setup, done: list[Unit], rl: list[Unit],
 
 def _variant_means(s: Setup, done: list[Unit], finer: dict[tuple[str, int], dict[str, Any]],
                    base: dict[str, Any] | None) -> dict[str, tuple[float, float, int]]:
-    """Each variant's held-out success after RL: mean, 95% half-width over seeds, seeds;
-    by the finer evaluation where it covers every finished run."""
+    """Each variant's held-out success after RL: mean, 95% half-width over seeds, seeds.
+
+    By the finer evaluation where it covers every finished run.
+    """
     use = base if _covered(done, finer, base) else None
     means = {}
     for variant in variants(s):
@@ -366,11 +404,13 @@ def _beat_first(means: dict[str, tuple[float, float, int]]) -> list[str]:
 def across_line(envs: list[tuple[Setup, list[Unit], list[Unit],
                                  dict[tuple[str, int], dict[str, Any]], dict[str, Any] | None,
                                  dict[str, Any] | None]]) -> str:
-    """The study's answer over the envs that compare estimators, once each has every run:
-    where step-level credit beat GRPO, and, where it did not, the evidence on why: whether
+    """The study's answer over the envs that compare estimators, once each has every run.
+
+    Where step-level credit beat GRPO, and, where it did not, the evidence on why: whether
     the step-level groups were there (revisits), whether any variant moved held-out success
     by more than the evaluation resolves, and how much of the training held a signal.
-    ``envs``: (setup, finished runs, all runs, finer results, warm start's, revisits)."""
+    ``envs``: (setup, finished runs, all runs, finer results, warm start's, revisits).
+    """
     pending = [f"{s.title} ({len(done)} of {len(rl)})" for s, done, rl, *_ in envs
                if len(done) < len(rl)]
     if pending:
@@ -439,8 +479,10 @@ def finer_line(s: Setup, base: dict[str, Any]) -> str:
 
 def moves_line(s: Setup, finer: dict[tuple[str, int], dict[str, Any]],
                base: dict[str, Any]) -> str:
-    """Each last checkpoint's finer held-out success and most frequent action, by seed:
-    where a run fell far below the warm start, whether its play changed its main move."""
+    """Each last checkpoint's finer held-out success and most frequent action, by seed.
+
+    Where a run fell far below the warm start, whether its play changed its main move.
+    """
     def cell(r: dict[str, Any]) -> str:
         move = (f" `{r['top_action'][0]}` {r['top_action'][1]:.0%}"
                 if r.get("top_action") else "")

@@ -14,10 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from credit_page import interval, variants
-from credit_units import SWE_RATES, Setup, Unit
-
-from agentgym.envs.swe.rewards import SWERewardConfig
+from agentgym.reward_presets import get_reward_preset
+from agentgym.trainers.study.page import interval, variants
+from agentgym.trainers.study.units import SWE_RATES, Setup, Unit
 
 # (record key, column heading) of the accumulated-reward table, one cell per training step
 TERMS = (("reward/outcome", "outcome reward R_high"),
@@ -25,6 +24,15 @@ TERMS = (("reward/outcome", "outcome reward R_high"),
          ("reward/gate_turns", "turn rewards counted"),
          ("accumulated/zero_variance_groups", "groups with one R(τ)"),
          ("invalid_step_rate", "invalid-step rate"))
+
+
+def swe_reward_options() -> Any:
+    """The ``swe`` reward preset's options at their defaults, as the study's runs used them.
+
+    The SWE env registers the preset (its options are ``SWERewardConfig``); read through the
+    registry, since the trainers do not import an env.
+    """
+    return get_reward_preset("swe").options()
 
 
 def _series(r: dict[str, Any], key: str) -> list[float | None] | None:
@@ -63,9 +71,11 @@ def rates_table(s: Setup, done: list[Unit]) -> list[str]:
 
 
 def accumulation_lines(s: Setup, done: list[Unit]) -> list[str]:
-    """What the runs trained on: the accumulated reward's terms per step, and why a run
-    whose env reward is 0 throughout still has something to learn from."""
-    c = SWERewardConfig()
+    """What the runs trained on: the accumulated reward's terms per step.
+
+    And why a run whose env reward is 0 throughout still has something to learn from.
+    """
+    c = swe_reward_options()
     rs_all = [u.result() for u in done]
     if not any(_series(r, "reward/outcome") for r in rs_all):
         return []
@@ -96,8 +106,11 @@ def accumulation_lines(s: Setup, done: list[Unit]) -> list[str]:
 
 def rate_changes(s: Setup, done: list[Unit], rate: str = "completion_rate"
                  ) -> dict[str, tuple[float, float, int]]:
-    """Per variant: the change of a training-rollout rate (``SWE_RATES``) from a run's first
-    step to its last, mean and 95% half-width over seeds, and the seeds."""
+    """Per variant: the change of a training-rollout rate from a run's first step to its last.
+
+    The rate is one of ``SWE_RATES``; the change as mean and 95% half-width over seeds, and
+    the seeds.
+    """
     out = {}
     for variant in variants(s):
         changes = [r[-1] - r[0] for u in done if u.variant == variant
@@ -108,8 +121,11 @@ def rate_changes(s: Setup, done: list[Unit], rate: str = "completion_rate"
 
 
 def accumulation_summary(s: Setup, done: list[Unit]) -> str:
-    """The training rollouts' rates for the page's summary bullet: completion always,
-    modification and resolve where some run made a patch or resolved a task."""
+    """The training rollouts' rates for the page's summary bullet.
+
+    Completion always; modification and resolve where some run made a patch or resolved a
+    task.
+    """
     parts = []
     for rate in SWE_RATES:
         changes = rate_changes(s, done, rate)
@@ -151,7 +167,7 @@ def _equal_rate_steps(done: list[Unit]) -> tuple[int, int]:
 
 def _reading(s: Setup, done: list[Unit]) -> str:
     """The table in words: what each accumulation could learn from, and what moved."""
-    c = SWERewardConfig()
+    c = swe_reward_options()
     moves = []
     for variant in variants(s):
         rs = [u.result() for u in done if u.variant == variant]
@@ -209,9 +225,11 @@ def _reading(s: Setup, done: list[Unit]) -> str:
 
 
 def _withheld(done: list[Unit]) -> tuple[list[float], int]:
-    """The turn reward G-RA's gate withheld, per gated step that logged it (its R(τ) is
-    outcome + counted turns, so: ``reward/turns`` − (accumulated − outcome)); and how many
-    gated steps there were."""
+    """The turn reward G-RA's gate withheld, per gated step that logged it; and the gated steps.
+
+    Its R(τ) is outcome + counted turns, so the withheld reward is ``reward/turns`` −
+    (accumulated − outcome).
+    """
     withheld, steps = [], 0
     for u in done:
         if u.accumulation != "gated":
