@@ -2,6 +2,9 @@
 
     collect(step, seeds) -> Collection(trajectories, metrics, next_seed)
 
+The loop picks each step's task seeds (in order, or a method's task sampler) and a collector
+runs them; only APRIL, whose pool picks its own tasks, says where the seed stream goes on.
+
 - :class:`EmbeddedCollector`: episodes in this process, sampled with the trained weights
   themselves (the backend shares them, so a weight sync is a version bump).
 - :class:`EngineCollector`: episodes on a generator that holds its own copy of the weights
@@ -53,8 +56,9 @@ class Collection:
     """The rollouts (error ones included), within the staleness bound."""
     metrics: dict[str, float] = field(default_factory=dict)
     """The collector's own metrics (``horizon/*``, ``async/*``, ``april/*``)."""
-    next_seed: int = 0
-    """The first task seed of the next step."""
+    next_seed: int | None = None
+    """Where the seed stream goes on (APRIL takes seeds as it needs them); None: after the
+    seeds the step was given."""
 
 
 class Collector(Protocol):
@@ -65,7 +69,7 @@ class Collector(Protocol):
     off_policy: bool
     """Whether a trained turn may be older than the weights being trained."""
 
-    async def collect(self, step: int, seeds: range) -> Collection:
+    async def collect(self, step: int, seeds: Sequence[int]) -> Collection:
         """The rollouts of ``step``.
 
         ``group_size`` rollouts of each of ``seeds``' tasks (APRIL: ``len(seeds)`` groups
@@ -124,18 +128,19 @@ class EmbeddedCollector:
         """None: :func:`agentgym.rollout.run_groups` in this process."""
         return None
 
-    async def collect(self, step: int, seeds: range) -> Collection:
+    async def collect(self, step: int, seeds: Sequence[int]) -> Collection:
         """The step's groups, sampled at the training temperature."""
         return await self._collect(step, seeds, self.runner)
 
-    async def _collect(self, step: int, seeds: range, runner: Runner | None) -> Collection:
+    async def _collect(self, step: int, seeds: Sequence[int], runner: Runner | None
+                       ) -> Collection:
         cfg = self.config
         horizon = cfg.rollout.horizon_schedule.at(step)  # ScalingInter-RL's turn cap, or None
         trajs = await collect(cfg, self.policy, seeds, cfg.rollout.group_size,
                               cfg.rollout.temperature, seed=cfg.seed * 100_003 + step,
                               runner=runner, max_turns=horizon)
         metrics = {} if horizon is None else {"horizon/max_turns": float(horizon)}
-        return Collection(trajs, metrics, seeds.stop)
+        return Collection(trajs, metrics)
 
     async def aclose(self) -> None:
         """Nothing runs in the background."""
@@ -165,11 +170,11 @@ class EngineCollector(EmbeddedCollector):
         """:meth:`run_groups`: versions recorded, on the Ray engine if there is one."""
         return self.run_groups
 
-    async def collect(self, step: int, seeds: range) -> Collection:
+    async def collect(self, step: int, seeds: Sequence[int]) -> Collection:
         """The step's groups (within the staleness bound, where one applies)."""
         return self.bound(await self.rollouts(step, seeds))
 
-    async def rollouts(self, step: int, seeds: range) -> Collection:
+    async def rollouts(self, step: int, seeds: Sequence[int]) -> Collection:
         """The step's groups, before any staleness bound."""
         return await self._collect(step, seeds, self.runner)
 
@@ -220,7 +225,7 @@ class AprilCollector(EngineCollector):
         self.pool = pool
         self._round_metrics: list[dict[str, float]] = []
 
-    async def rollouts(self, step: int, seeds: range) -> Collection:
+    async def rollouts(self, step: int, seeds: Sequence[int]) -> Collection:
         """The step's groups from the pool, before the staleness bound."""
         got = await self._collect(step, seeds, self._round)
         metrics = {**got.metrics, **(self._round_metrics.pop(0) if self._round_metrics
@@ -265,13 +270,13 @@ class AheadCollector:
         """The inner collector's."""
         return self.inner.runner
 
-    async def collect(self, step: int, seeds: range) -> Collection:
-        """Step ``step``'s rollouts, launching the next N steps' (seeds follow on)."""
+    async def collect(self, step: int, seeds: Sequence[int]) -> Collection:
+        """Step ``step``'s rollouts, launching the next N steps' (seeds follow on in order)."""
         cfg = self.config
         n = len(seeds)
         for k in range(step, min(step + cfg.async_training.max_staleness, cfg.steps - 1) + 1):
             if k not in self._pending:
-                first = seeds.start + (k - step) * n
+                first = seeds[0] + (k - step) * n
                 self._pending[k] = asyncio.ensure_future(
                     self.inner.rollouts(k, range(first, first + n)))
         return self.inner.bound(await self._pending.pop(step))

@@ -37,6 +37,10 @@ Explore = Callable[[range], Awaitable[list[Trajectory]]]
 """Rolls out groups of the given task seeds with the current policy, at the training
 temperature (SPA's exploration phase)."""
 
+Draw = Callable[[int], Awaitable[list[Trajectory]]]
+"""Rolls out that many more groups of fresh training tasks (the run's next seeds, which
+the seed stream then moves past) with the current policy, at the training temperature."""
+
 
 class Updater(Protocol):
     """The policy update a step's samples go to (in this process, or sharded with FSDP)."""
@@ -65,6 +69,30 @@ class StepContext:
     """The policy version of the weights being trained (weight syncs so far)."""
     updater: Updater | None = None
     """The update the samples go to (read by before-update hooks)."""
+    draw: Draw | None = None
+    """More groups of fresh training tasks (dynamic sampling's refills)."""
+
+
+class TaskSampler(Protocol):
+    """Picks the task seeds each step trains on (default: the next ones in order)."""
+
+    def tasks(self, step: int, next_seed: int, n: int) -> tuple[list[int], int]:
+        """The step's ``n`` task seeds, and the first seed not yet handed out after them.
+
+        Args:
+            step: The training step (0-based).
+            next_seed: The first seed of the stream not yet handed out.
+            n: ``rollout.tasks_per_step``.
+        """
+        ...
+
+
+class SequentialTasks:
+    """The default task sampler: the next ``n`` seeds of the stream."""
+
+    def tasks(self, step: int, next_seed: int, n: int) -> tuple[list[int], int]:
+        """``next_seed … next_seed + n - 1``."""
+        return list(range(next_seed, next_seed + n)), next_seed + n
 
 
 class GroupTransform(Protocol):
@@ -152,21 +180,26 @@ class Hooks:
     """Run in order after the policy update."""
     state: tuple[Stateful, ...] = ()
     """Saved with every checkpoint (after the weights), loaded on resume."""
+    task_sampler: TaskSampler | None = None
+    """Replaces the default in-order task seeds (at most one method may)."""
 
     def __add__(self, other: Hooks) -> Hooks:
         """Both methods' hooks, this one's first.
 
         Raises:
-            ConfigError: Both replace the sample builder.
+            ConfigError: Both replace the sample builder, or both the task sampler.
         """
-        if self.sample_builder is not None and other.sample_builder is not None:
-            raise ConfigError("two of the run's methods replace the sample builder "
-                              f"({type(self.sample_builder).__name__}, "
-                              f"{type(other.sample_builder).__name__}); turn one off")
+        for slot in ("sample_builder", "task_sampler"):
+            mine, theirs = getattr(self, slot), getattr(other, slot)
+            if mine is not None and theirs is not None:
+                raise ConfigError(f"two of the run's methods replace the {slot.replace('_', ' ')}"
+                                  f" ({type(mine).__name__}, {type(theirs).__name__}); turn "
+                                  "one off")
         return Hooks(self.transforms + other.transforms,
                      self.sample_builder or other.sample_builder,
                      self.before_update + other.before_update,
-                     self.after_update + other.after_update, self.state + other.state)
+                     self.after_update + other.after_update, self.state + other.state,
+                     self.task_sampler or other.task_sampler)
 
 
 class StepSamples:

@@ -51,7 +51,7 @@ from agentgym.trainers.checkpoint import Checkpointer, TrainState
 from agentgym.trainers.collect import Runner, collect, evaluate_mix, make_agent
 from agentgym.trainers.collectors import Collector
 from agentgym.trainers.config import TrainConfig, save_config
-from agentgym.trainers.hooks import Hooks, StepContext, StepSamples
+from agentgym.trainers.hooks import Hooks, SequentialTasks, StepContext, StepSamples
 from agentgym.trainers.lora import with_lora
 from agentgym.trainers.metrics import MetricsLog, is_zero_variance, rollout_metrics, succeeded
 from agentgym.trainers.mixture import per_env_metrics
@@ -211,8 +211,10 @@ async def train_step(run: Run, progress: Any = None) -> dict[str, float]:
     """
     cfg, start, step = run.config, time.perf_counter(), run.state.step
     await run.sync.start()  # before the first rollout only
-    seeds = range(run.state.next_seed, run.state.next_seed + cfg.rollout.tasks_per_step)
+    sampler = run.hooks.task_sampler or SequentialTasks()  # e.g. a difficulty curriculum
+    seeds, next_seed = sampler.tasks(step, run.state.next_seed, cfg.rollout.tasks_per_step)
     got = await run.collector.collect(step, seeds)
+    stream = [got.next_seed if got.next_seed is not None else next_seed]  # APRIL's own
     trajs = got.trajectories
     rollout_s = time.perf_counter() - start
     groups = Group.from_trajectories(trajs)
@@ -225,7 +227,8 @@ async def train_step(run: Run, progress: Any = None) -> dict[str, float]:
             f"{metrics['error_rate']:.0%} of step {step}'s rollouts errored (limit "
             f"algorithm.max_error_rate={cfg.algorithm.max_error_rate}); first errors: {errors}")
     metrics.update(preset_metrics(trajs))  # e.g. SWE's resolve rate, when the env reports it
-    ctx = StepContext(step, _explorer(run), tuple(trajs), run.sync.version, run.updater)
+    ctx = StepContext(step, _explorer(run), tuple(trajs), run.sync.version, run.updater,
+                      _drawer(run, step, stream))
     for hook in run.hooks.transforms:  # G-RA rescoring, GAE's V(s_t), SPA's ĉ_t, plug-ins
         groups = await hook.transform(ctx, groups, metrics)
     least = 2 if estimator_info(cfg.algorithm.estimator).group_baseline else 1
@@ -248,12 +251,28 @@ async def train_step(run: Run, progress: Any = None) -> dict[str, float]:
     for after in run.hooks.after_update:  # e.g. GAE's value loss, on the same targets
         after.after_update(ctx, kept, metrics)
     metrics.update(await run.sync())  # sync_s: the weights' way to the generator
-    run.state = TrainState(step + 1, got.next_seed)
+    run.state = TrainState(step + 1, stream[0])
     metrics.update(groups_trained=float(len(kept)), samples=float(len(samples)),
                    trained_tokens=float(sum(x.length for x in samples)),
                    rollout_s=rollout_s, update_s=time.perf_counter() - update_start,
                    policy_version=float(run.policy.policy_version))
     return metrics
+
+
+def _drawer(run: Run, step: int, stream: list[int]) -> Any:
+    """More groups of fresh training tasks for this step; ``stream[0]`` moves past them."""
+    cfg, rounds = run.config, [0]
+
+    async def draw(n: int) -> list[Trajectory]:
+        seeds = range(stream[0], stream[0] + n)
+        stream[0] += n
+        rounds[0] += 1  # each round its own sampling seed, apart from the step's own
+        return await collect(cfg, run.policy, seeds, cfg.rollout.group_size,
+                             cfg.rollout.temperature,
+                             seed=cfg.seed * 100_003 + 50_021 * rounds[0] + step,
+                             runner=run.collector.runner,
+                             max_turns=cfg.rollout.horizon_schedule.at(step))
+    return draw
 
 
 def _explorer(run: Run) -> Any:

@@ -15,6 +15,8 @@ METHODS = {  # the switch that turns each built-in method on
     "supo": ["rollout.context=summarize"],
     "offpolicy": [],  # on wherever the collector is off-policy
     "recurrence": ["algorithm.estimator=gigpo"],
+    "dynamic_sampling": ["methods.dynamic_sampling.max_groups=4"],
+    "difficulty_pool": ["methods.difficulty_pool.hard=0.2"],
 }
 COLLECTORS = {
     "embedded": [],
@@ -23,7 +25,11 @@ COLLECTORS = {
     "ahead": ["async_training.enabled=true"],
     "april": ["rollout.april.enabled=true"],
 }
-REFUSED = {("supo", "ray"), ("supo", "ahead"), ("supo", "april")}
+REFUSED = {("supo", "ray"), ("supo", "ahead"), ("supo", "april"),
+           # their extra draws and chosen seeds need a collector that runs the seeds it is
+           # given, when it is given them
+           ("dynamic_sampling", "ahead"), ("dynamic_sampling", "april"),
+           ("difficulty_pool", "ahead"), ("difficulty_pool", "april")}
 
 
 def test_the_table_covers_every_registered_builtin():

@@ -200,6 +200,9 @@ def check_methods(config: TrainConfig) -> None:
             raise ConfigError(f"methods.{name} must be a mapping of options, got "
                               f"{type(values).__name__}")
         method_options(names[name], values)
+        own = names[name].check
+        if own is not None:  # a named plug-in's own checks: now, too
+            own(config)
     traits = collector_traits(config)
     for info in names.values():
         used = info.name in config.methods if info.options is not None \
@@ -209,8 +212,8 @@ def check_methods(config: TrainConfig) -> None:
         off = [COLLECTORS[t] for t in sorted(traits - info.collectors)]
         can = [COLLECTORS[t] for t in COLLECTORS if t in info.collectors]
         raise ConfigError(f"{info.name} ({info.summary}) cannot run with {', '.join(off)}: "
-                          f"its collector would skip what {info.name} needs; turn that off "
-                          f"(it runs with: {'; '.join(can)})")
+                          f"that collector does not give what {info.name} needs; turn that "
+                          f"off (it runs with: {'; '.join(can)})")
 
 
 def check(config: TrainConfig) -> None:
