@@ -147,6 +147,11 @@ class RolloutConfig:
     int caps every env at that (training's horizon, for one)."""
     step_timeout: float | None = 300.0
     """Seconds one policy call or one env step may take before the episode is an error."""
+    reset_timeout: float | None = None
+    """Seconds ``env.reset()`` may take before the episode is an error. None: only the
+    episode's own limit bounds it, so a start that is merely slow (many engines, browsers
+    or containers starting at once on a busy machine) is not an error; a start that fails
+    still ends the episode at once, as the env's own fault."""
     episode_timeout: float | None = 1800.0
     """Seconds an episode may take before it is ended as an error."""
     close_timeout: float = 30.0
@@ -179,14 +184,15 @@ def step_cap(env: Env, config: RolloutConfig) -> int:
 
 
 class StepTimeoutError(TimeoutError):
-    """A policy call or an env step ran past ``RolloutConfig.step_timeout``."""
+    """A policy call or an env step ran past the step timeout (or a reset its own limit)."""
 
 
 T = TypeVar("T")
 
 
-async def _within(seconds: float | None, what: str, awaitable: Awaitable[T]) -> T:
-    """Await ``awaitable`` under the step timeout, naming what ran past it.
+async def _within(seconds: float | None, what: str, awaitable: Awaitable[T],
+                  limit_name: str = "step timeout") -> T:
+    """Await ``awaitable`` under ``seconds`` (the step timeout), naming what ran past it.
 
     A ``TimeoutError`` raised by the awaited call itself (a backend's own HTTP timeout) is
     passed on unchanged, so the trajectory's error blames the right limit.
@@ -197,7 +203,7 @@ async def _within(seconds: float | None, what: str, awaitable: Awaitable[T]) -> 
             return await awaitable
     except TimeoutError:
         if limit.expired():
-            raise StepTimeoutError(f"{what} ran past the step timeout ({seconds} s)") from None
+            raise StepTimeoutError(f"{what} ran past the {limit_name} ({seconds} s)") from None
         raise
 
 
@@ -342,7 +348,8 @@ async def run_episode(env: Env, agent: Agent, *, seed: int | None, group_id: str
     number = numbered.reserve_episode() if numbered is not None else None
     try:
         async with episode_limit:
-            observation, info = await _within(step_s, "env.reset()", env.reset(seed=seed))
+            observation, info = await _within(config.reset_timeout, "env.reset()",
+                                              env.reset(seed=seed), "reset timeout")
             task_id = str(info.get("task_id", task_id))
             prompt = tuple(observation)
             episode = (agent.start(prompt, env) if numbered is None or number is None

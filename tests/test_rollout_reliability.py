@@ -123,3 +123,26 @@ async def test_seeds_are_taken_lazily():
                              on_done=lambda t: seen.append(taken))
     assert [t.seed for t in trajs] == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5]
     assert seen[0] <= 2  # the first episode ended before the rest of the work was built
+
+
+class _SlowReset(_SlowStep):
+    """Starts slowly, as one of many cold engines or browsers on a busy machine does."""
+
+    async def reset(self, seed=None, options=None):
+        await asyncio.sleep(0.6)
+        return await super().reset(seed=seed, options=options)
+
+
+async def test_a_slow_start_is_not_an_error_but_a_reset_limit_still_applies():
+    """The reset is not bounded by the step timeout (30 cold ScienceWorld engines started at
+    once on a loaded machine all ended as errors that way), only by its own limit if set."""
+    traj = await run_episode(_SlowReset(), _BackendTimesOut(), seed=0, group_id="g",
+                             config=RolloutConfig(step_timeout=0.2))
+    assert "reset" not in (traj.error or "")  # it started; the agent's fault ended it
+    traj = await run_episode(_SlowReset(), RandomPolicy(0), seed=0, group_id="g",
+                             config=RolloutConfig(step_timeout=None, reset_timeout=0.2))
+    assert traj.status == "error" and "env.reset() ran past the reset timeout (0.2 s)" in \
+        traj.error
+    traj = await run_episode(_SlowReset(), RandomPolicy(0), seed=0, group_id="g",
+                             config=RolloutConfig(step_timeout=None, episode_timeout=0.2))
+    assert traj.status == "error" and "episode ran past its timeout (0.2 s)" in traj.error
