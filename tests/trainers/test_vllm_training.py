@@ -242,14 +242,14 @@ def test_partial_rollouts_on_the_engine(tmp_path):
     from agentgym.trainers.loop import train
 
     rows = _rows(train(from_dict(TrainConfig, {
-        "run_dir": str(tmp_path / "run"), "steps": 3, "save_every": 3, "tensorboard": False,
-        "env": {"id": "agentgym/Sokoban-v0", "max_turns": 6},
+        "run_dir": str(tmp_path / "run"), "steps": 2, "save_every": 2, "tensorboard": False,
+        "env": {"id": "agentgym/Sokoban-v0", "max_turns": 4},
         "model": {"path": "smollm2", "generation": "vllm"},
         "rollout": {"tasks_per_step": 2, "group_size": 2, "max_tokens": 12,
                     "april": {"enabled": True, "max_staleness": 4}},
         "algorithm": {"drop_zero_variance_groups": False}, "optim": {"lr": 1e-4}})))
     steps = [r for r in rows if r["step"] > 0]
-    assert [r["policy_version"] for r in steps] == [1.0, 2.0, 3.0]
+    assert [r["policy_version"] for r in steps] == [1.0, 2.0]
     assert all(r["samples"] > 0 and r["sync_s"] > 0 for r in steps)
     assert all(r["groups_trained"] <= 2 for r in steps)
     print("carried:", [r["april/carried_out"] for r in steps],
