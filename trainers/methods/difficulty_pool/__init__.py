@@ -1,7 +1,7 @@
 """A difficulty-pool curriculum: which tasks a step trains on follows how they went before.
 
-prime-rl's buffer sorts problems by the success its rollouts saw and samples each batch
-from easy, normal and hard pools in set shares (prime-rl, ``orchestrator/buffer``). Here a
+prime-rl's online difficulty buffer sorts problems by the success their rollouts saw and
+samples each batch from easy, normal and hard pools in set shares. Here a
 task is a training seed. After each step, every task's group puts it in a pool by its
 success rate p (the shared success rule, :func:`agentgym.evaluation.metrics.succeeded`):
 **easy** (p = 1), **hard** (p = 0) or **medium** (0 < p < 1: the rollouts disagreed, so the
