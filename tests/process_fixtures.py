@@ -77,6 +77,16 @@ def end_group(proc: subprocess.Popen[bytes] | subprocess.Popen[str]) -> None:
     proc.wait()
 
 
+def _hear_ctrl_c() -> None:
+    """In the child: the default SIGINT disposition, whatever the suite was started from.
+
+    A shell's background job (``cmd &`` without job control) starts with SIGINT ignored, its
+    children inherit that, and Python then installs no KeyboardInterrupt handler: the
+    Ctrl-C the tests send would do nothing.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.fixture
 def spawn(tmp_path: Path) -> Iterator[Callable[..., Started]]:
     """``spawn(argv, env=None, cwd=None)``: start a command; its group is killed at the end."""
@@ -89,7 +99,7 @@ def spawn(tmp_path: Path) -> Iterator[Callable[..., Started]]:
             proc = subprocess.Popen(list(argv), stdout=out, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, cwd=cwd,
                                     env=dict(env) if env is not None else None,
-                                    start_new_session=True)
+                                    start_new_session=True, preexec_fn=_hear_ctrl_c)
         started.append(Started(proc, log))
         return started[-1]
 
