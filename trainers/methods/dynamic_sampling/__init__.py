@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from agentgym.trainers.hooks import Hooks, StepContext
 from agentgym.trainers.methods import MethodContext, register_method
+from agentgym.trainers.metrics import is_zero_variance
 from agentgym.types import Group
 
 
@@ -43,8 +44,7 @@ class DynamicSamplingOptions:
 
 def degenerate(group: Group) -> bool:
     """No group-relative signal: under two scorable rollouts, or all with one reward."""
-    scores = {t.outcome_reward for t in group.scorable}
-    return len(group.scorable) < 2 or len(scores) <= 1
+    return len(group.scorable) < 2 or is_zero_variance(group)
 
 
 class Refill:
