@@ -37,7 +37,7 @@ else
     echo "vLLM's CPU build needs AVX2 or AVX-512, which this processor lacks: the vllm tests skip"
 fi
 ruff check .
-bash .ci/typecheck.sh  # pyright, basic mode, on agentgym/, trainers/, sandboxes/ and envs/
+bash .ci/typecheck.sh  # pyright, basic mode, on agentgym/
 # Here the engine and the browser are installed: a docker or browser test that skips is a failure,
 # and so is a test that would skip for want of torch, transformers, ray or mcp.
 export AGENTGYM_REQUIRE_DOCKER=1 AGENTGYM_REQUIRE_BROWSER=1 AGENTGYM_REQUIRE_EXTRAS=1

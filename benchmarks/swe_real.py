@@ -4,9 +4,10 @@
     python benchmarks/swe_real.py --validate      # + oracle and empty-patch rates, in Docker
     python benchmarks/swe_real.py --validate --split test --write
 
-Yield and time come from ``envs/swe/real/reports/<package>.json``, which ``agentgym swe mine``
-writes. ``--validate`` plays every task of ``--split`` in Docker: the judging run on the
-unchanged base (what an empty patch would get) and the oracle patch through the env.
+Yield and time come from ``agentgym/envs/swe/real/reports/<package>.json``, which
+``agentgym swe mine`` writes. ``--validate`` plays every task of ``--split`` in Docker: the
+judging run on the unchanged base (what an empty patch would get) and the oracle patch
+through the env.
 ``--write`` puts the tables into docs/swe.md.
 """
 

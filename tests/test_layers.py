@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "agentgym"
 # agentgym/cli.py is the composition root: the one module that reaches every layer.
-COMPOSITION_ROOT = ROOT / "agentgym" / "cli.py"
+COMPOSITION_ROOT = PACKAGE / "cli.py"
 # The four layers of docs/architecture.md: core <- sandboxes <- envs, core <- trainers.
 FORBIDDEN = {
     "agentgym": ("agentgym.trainers", "agentgym.envs", "agentgym.sandboxes"),
@@ -20,6 +21,9 @@ FORBIDDEN = {
     "sandboxes": ("agentgym.trainers", "agentgym.envs"),
     "envs": ("agentgym.trainers",),
 }
+UPPER = ("trainers", "sandboxes", "envs")  # subpackages of agentgym/ that are layers of their own
+# The core's own subpackages; a new subpackage must be placed in a layer here or in UPPER.
+CORE_SUBPACKAGES = {"engines", "evaluation", "policies"}
 
 
 def imported_modules(path: Path) -> list[tuple[int, str, tuple[str, ...]]]:
@@ -33,8 +37,13 @@ def imported_modules(path: Path) -> list[tuple[int, str, tuple[str, ...]]]:
     return found
 
 
-def sources(package: str) -> list[Path]:
-    return sorted(p for p in (ROOT / package).rglob("*.py") if p != COMPOSITION_ROOT)
+def sources(layer: str) -> list[Path]:
+    """The layer's modules: ``agentgym/<layer>/`` for an upper layer, the rest for the core."""
+    if layer in UPPER:
+        return sorted((PACKAGE / layer).rglob("*.py"))
+    upper = tuple(PACKAGE / name for name in UPPER)
+    return sorted(p for p in PACKAGE.rglob("*.py")
+                  if p != COMPOSITION_ROOT and not any(p.is_relative_to(u) for u in upper))
 
 
 @pytest.mark.parametrize("package", sorted(FORBIDDEN))
@@ -47,8 +56,8 @@ def test_lower_layers_never_import_upper_ones(package):
 
 def test_no_module_imports_a_private_name_of_another():
     private = [f"{path.relative_to(ROOT)}:{line} takes {name} from {module}"
-               for package in ("agentgym", "trainers", "sandboxes", "envs")
-               for path in sources(package)
+               for layer in FORBIDDEN
+               for path in sources(layer)
                for line, module, names in imported_modules(path)
                if module.startswith("agentgym")
                for name in names if name.startswith("_") and not name.startswith("__")]
@@ -56,9 +65,14 @@ def test_no_module_imports_a_private_name_of_another():
 
 
 def test_every_layer_is_checked():
-    """A package folder beside agentgym/ that the check forgot would go unguarded."""
-    packages = {p.parent.name for p in ROOT.glob("*/__init__.py")}
-    assert packages - {"tests", "benchmarks", "examples"} == set(FORBIDDEN)
+    """A package the check forgot (beside agentgym/, or a new subpackage) would go unguarded."""
+    beside = {p.parent.name for p in ROOT.glob("*/__init__.py")}
+    assert beside - {"tests", "benchmarks", "examples"} == {"agentgym"}
+    subpackages = {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
+    assert subpackages == set(UPPER) | CORE_SUBPACKAGES
+    assert set(UPPER) | {"agentgym"} == set(FORBIDDEN)
+    every = {p for layer in FORBIDDEN for p in sources(layer)} | {COMPOSITION_ROOT}
+    assert every == set(PACKAGE.rglob("*.py"))
 
 
 def test_the_check_sees_a_lazy_upward_import(tmp_path):

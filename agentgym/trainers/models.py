@@ -2,13 +2,13 @@
 
 ``model.path`` of a ``train`` or ``sft`` config may name a checkpoint folder of an earlier
 run (``runs/sft/checkpoints/step-000040``): a checkpoint holds only the trainable parameters
-(``trainers/checkpoint.py``), so the base model is read from that run's ``config.yaml``
+(``agentgym/trainers/checkpoint.py``), so the base model is read from that run's ``config.yaml``
 (itself possibly a checkpoint), loaded, and the saved parameters are put into it; LoRA
 adapters are merged into the weights, so the new run starts from a plain model.
 
 :func:`export_model` writes a run's weights as a Hugging Face folder (``run_dir/model``),
 which every ``hf:PATH`` policy, ``agentgym eval`` and ``model.path`` load (``agentgym export``,
-``trainers/export.py``, does the same for a ``train`` run, with adapter folders as well).
+``agentgym/trainers/export.py``, does the same for a ``train`` run, with adapter folders as well).
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ step overwrites what the model knew, and past ~1e37 the step itself overflows fl
 
 @dataclass(frozen=True)
 class ValueConfig:
-    """The value head that GAE needs (``algorithm.value``; trainers/critic.py).
+    """The value head that GAE needs (``algorithm.value``; agentgym/trainers/critic.py).
 
     Built only when the estimator reads values: ``estimator: gae``, or
     ``estimator: spa`` with ``options.advantage: gae``.
@@ -107,7 +107,7 @@ class LossConfig:
     """ε_high (0.28 for clip-higher)."""
     policy_loss: Literal["ppo", "gspo", "cispo"] = "ppo"
     """Policy term: PPO-clip on token ratios, GSPO's sequence-level ratio, or CISPO's clipped
-    and detached importance weight (trainers/loss.py has the equations)."""
+    and detached importance weight (agentgym/trainers/loss.py has the equations)."""
     aggregation: Literal["token_mean", "seq_mean", "seq_sum"] = "token_mean"
     """How token losses are averaged: over the step's tokens, per sequence then over
     sequences, or summed per sequence over a constant length (``seq_sum``, Dr. GRPO; pair it
@@ -160,7 +160,7 @@ class OptimConfig:
     prefix only. Same log-probs and gradients as unpacked (tested, LoRA and two FSDP ranks
     included), on fewer tokens and less memory (docs/benchmarks.md); needs a model taking
     a 4D attention mask and position ids (Llama family: set it false for others). See
-    trainers/packing.py."""
+    agentgym/trainers/packing.py."""
 
     def __post_init__(self) -> None:
         for name in ("epochs", "mini_batches", "max_tokens_per_micro_batch"):

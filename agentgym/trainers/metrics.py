@@ -74,7 +74,7 @@ def keep_logged_steps(path: Path, start_step: int) -> None:
 class MetricsLog:
     """One JSON object per step in ``metrics.jsonl``; optionally TensorBoard and W&B.
 
-    W&B (``trainers/wandb_log.py``) gets the same scalars, plus sample trajectories.
+    W&B (``agentgym/trainers/wandb_log.py``) gets the same scalars, plus sample trajectories.
     """
 
     def __init__(self, run_dir: Path, tensorboard: bool = True, wandb: Any = None, *,

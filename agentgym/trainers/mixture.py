@@ -8,7 +8,7 @@ Task k of the run (the training seeds are the run's task indices) is seed
 depends only on k: runs and resumed runs draw the same tasks.
 
 Every entry collects with its own env kwargs, turn limit, context, token limits and
-reward settings (G-RA / D-RA rewriting as ``trainers/rewards.py`` does it, then a scale).
+reward settings (G-RA / D-RA rewriting as ``agentgym/trainers/rewards.py`` does it, then a scale).
 A group is the rollouts of one task of one entry (``group_id`` is ``<label>:<seed>``), so
 groups never mix envs, and the estimator normalises within each env's groups. Metrics
 come per entry as ``env/<label>/<metric>``, held-out evaluation too

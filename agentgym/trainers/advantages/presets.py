@@ -55,7 +55,7 @@ def verl_agent_compat(estimator: str, **overrides: Any) -> dict[str, Any]:
 
 SPA_RELEASED: dict[str, Any] = {"variant": "released", "advantage": "gae", "gamma": 1.0,
                                 "lam": 0.95, "mode": "mean_std_norm"}
-"""SPA as its public trainer runs it (``trainers/advantages/spa.py`` says what is matched)."""
+"""SPA as its public trainer runs it (``advantages/spa.py`` says what is matched)."""
 
 
 def spa_released(**overrides: Any) -> dict[str, Any]:

@@ -79,8 +79,8 @@ register(
 
 # BabyAI levels (minigrid), TextArena single-player games and Reasoning Gym datasets. The
 # names are listed here, not imported from the families, so that importing this package
-# imports no env code; envs/babyai/levels.py, envs/textarena/games.py and
-# envs/reasoning_gym/__init__.py hold the same lists (a test keeps them equal).
+# imports no env code; agentgym/envs/babyai/levels.py, agentgym/envs/textarena/games.py and
+# agentgym/envs/reasoning_gym/__init__.py hold the same lists (a test keeps them equal).
 for _level in ("GoToObj", "GoToRedBallGrey", "GoToRedBall", "GoToLocal", "GoToObjMaze", "GoTo",
                "GoToSeq", "PickupLoc", "Pickup", "UnblockPickup", "OpenDoor", "Open",
                "PutNextLocal", "PutNext", "UnlockLocal", "Unlock", "Synth", "SynthLoc",
@@ -131,7 +131,7 @@ register("miniwob/MiniWoB-v0", "agentgym.envs.miniwob:MiniWoBEnv",
                      "pages and rewards, in real Chromium.",
          max_turns=60, requires=("browser", "extra:miniwob"))
 # One id per task of miniwob 1.1.0 (the pinned version), named here so that registering
-# imports nothing; envs/miniwob/tasks.py reads the same list from the installed package (a
+# imports nothing; agentgym/envs/miniwob/tasks.py reads the same list from the installed package (a
 # test keeps them equal).
 MINIWOB_TASKS = (
     "ascending-numbers", "bisect-angle", "book-flight", "book-flight-nodelay", "button-delay",

@@ -10,11 +10,11 @@ Data: expert episodes (``agentgym rollout ENV --policy expert``) or model rollou
 to the successful ones, i.e. rejection-sampling fine-tuning (RFT; Yuan et al. 2023, "Scaling
 Relationship on Learning Mathematical Reasoning with Large Language Models", arXiv
 2308.01825). The loop form of RFT is ``agentgym train`` with ``algorithm.estimator: rft``
-(``trainers/advantages/rft.py``). Prompts are the RL rollouts' own
+(``agentgym/trainers/advantages/rft.py``). Prompts are the RL rollouts' own
 (:mod:`agentgym.trainers.sft_data`), so the SFT model meets in RL the prompts it learned on.
 
 Choices: constant learning rate; one pass order per epoch drawn from ``(seed, epoch)``;
-checkpoints in the ``train`` format (``trainers/checkpoint.py``; the step is the optimizer
+checkpoints in the ``train`` format (``agentgym/trainers/checkpoint.py``; the step is the optimizer
 step), so ``--resume`` and ``model.path: RUN/checkpoints/step-N`` work as for ``train``;
 held-out greedy evaluation (the trainer's own) before the first and after the last step; with
 ``model.generation: vllm`` it runs on a vLLM engine that is sent the weights before each one.

@@ -114,8 +114,8 @@ class TrainConfig:
     """Weights & Biases logging (``logging.wandb: true``)."""
     methods: dict[str, Any] = field(default_factory=dict)
     """Plug-in training methods to turn on, each with its options
-    (``methods: {NAME: {option: value}}``; ``trainers/methods/``). Built-in ones (G-RA, GAE,
-    SPA, SUPO) are turned on by their own sections."""
+    (``methods: {NAME: {option: value}}``; ``agentgym/trainers/methods/``). Built-in ones
+    (G-RA, GAE, SPA, SUPO) are turned on by their own sections."""
 
     def __post_init__(self) -> None:
         from agentgym.trainers.advantages import estimator_info

@@ -22,9 +22,9 @@ from typing import Any
 
 from agentgym.evaluation.metrics import read_metrics
 
-# The study runs from a clone (an editable install maps agentgym.trainers to its trainers/
+# The study runs from a clone (an editable install maps agentgym to its agentgym/
 # folder): its records are committed in the repository, beside the script.
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 RECORDS = ROOT / "benchmarks" / "credit_study"  # finished units' results, committed
 SCALED_RECORDS = RECORDS / "scaled"  # those of ``--scale`` runs (a GPU machine)
 CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "agentgym" \

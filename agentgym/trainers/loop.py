@@ -87,7 +87,7 @@ class Run:
     estimator: Estimator
     """Advantages from groups (pure numpy)."""
     hooks: Hooks
-    """What the run's methods add to the step (``trainers/methods/``: G-RA's rescoring,
+    """What the run's methods add to the step (``agentgym/trainers/methods/``: G-RA's rescoring,
     GAE's critic, SPA's progress estimator, SUPO's sequences, plug-ins)."""
     log: MetricsLog
     """Metrics JSONL and TensorBoard."""

@@ -1,7 +1,7 @@
 """``agentgym swe ...``: mine tasks from real packages and build their images.
 
 - ``agentgym swe mine NAME[==VER] ...``: mine each package from its recipe in
-  ``envs/swe/real/packages.json`` (seed, budget, caps) and write its instances to
+  ``agentgym/envs/swe/real/packages.json`` (seed, budget, caps) and write its instances to
   ``--out/<package>.jsonl`` and the mining report (yield per strategy, time) to
   ``--out/reports/<package>.json``. The default ``--out`` is the shipped folder, so mining a
   shipped package again reproduces its file (``git diff`` shows any change).

@@ -19,7 +19,7 @@ runs them; only APRIL, whose pool picks its own tasks, says where the seed strea
 The last two are *off-policy*: a trained turn may be older than the weights. At collection,
 with current version v, a trajectory holding a step sampled by version u with staleness
 s = v − u > N is dropped (``async/dropped_stale``); the off-policy correction method
-(``trainers/methods/offpolicy``) importance-weights the steps with 1 ≤ s ≤ N. Every
+(``agentgym/trainers/methods/offpolicy``) importance-weights the steps with 1 ≤ s ≤ N. Every
 collector also answers ``runner``: how other rollouts (held-out evaluation, SPA's
 exploration) run on the same generator.
 

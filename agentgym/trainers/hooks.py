@@ -1,6 +1,6 @@
 """Where a training method plugs into the step: small protocols, and the hooks one method gives.
 
-A training step reads top to bottom (``trainers/loop.py:train_step``)::
+A training step reads top to bottom (``agentgym/trainers/loop.py:train_step``)::
 
     collect → transforms → estimate → build samples → before-update hooks → update
             → after-update hooks → sync

@@ -91,7 +91,7 @@ class EnvConfig:
 
 @dataclass(frozen=True)
 class EnvMixEntry(EnvConfig):
-    """One env of a weighted mix (the ``envs`` list; trainers/mixture.py).
+    """One env of a weighted mix (the ``envs`` list; agentgym/trainers/mixture.py).
 
     Every :class:`EnvConfig` field (id, kwargs, max_turns, seeds, held-out evaluation) plus
     the entry's share of each step and its own context and reward settings.
@@ -246,7 +246,8 @@ class CollectionConfig:
     max_steps: int = 100
     """The rollout engine's cap on env steps per episode (summary turns not counted),
     for envs without a turn limit of their own; an episode that reaches it ends as
-    ``truncated``, which SUPO's overlong masking counts (trainers/supo.py ``is_overlong``)."""
+    ``truncated``, which SUPO's overlong masking counts (``is_overlong`` in
+    agentgym/trainers/supo.py)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.max_steps, int) or self.max_steps < 1:
@@ -270,7 +271,7 @@ class CollectionConfig:
     """SUPO's working window W, max summaries S (and S at evaluation), max policy calls H and
     the summary prompts (read when context is ``summarize``; docs/supo.md)."""
     horizon_schedule: HorizonSchedule = field(default_factory=HorizonSchedule)
-    """ScalingInter-RL: the training rollouts' turn cap by step (trainers/horizon.py); the
+    """ScalingInter-RL: the training rollouts' turn cap by step (agentgym/trainers/horizon.py); the
     held-out evaluation keeps the env's own limit."""
     april: AprilConfig = field(default_factory=AprilConfig)
     """Active partial rollouts: over-provision groups, end a step's collection once

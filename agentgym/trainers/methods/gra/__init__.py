@@ -1,4 +1,4 @@
-"""G-RA / D-RA: rewrite a step's rewards before the estimator (``trainers/rewards.py``).
+"""G-RA / D-RA: rewrite a step's rewards before the estimator (``agentgym/trainers/rewards.py``).
 
 On when ``algorithm.reward_accumulation`` is ``gated`` or ``direct``; its components come
 from ``algorithm.reward_options`` (the SWE preset's fields). A group transform: every

@@ -75,7 +75,7 @@ class AsyncConfig:
     """Truncation cap of the importance weight (stable default; 1 never up-weights)."""
     vcpo: VCPOConfig = field(default_factory=VCPOConfig)
     """VCPO: learning rate scaled by the effective sample size of the importance weights,
-    and the off-policy optimal baseline (trainers/vcpo.py); also read under
+    and the off-policy optimal baseline (agentgym/trainers/vcpo.py); also read under
     ``rollout.april``, whose carried turns are off-policy too."""
 
     def __post_init__(self) -> None:

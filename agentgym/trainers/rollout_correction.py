@@ -20,7 +20,7 @@ arXiv:2505.24298). Deviation: w is folded into the per-token advantages (``Sampl
 ``token_advantages``), which is the same loss because the PPO term is linear in A_t.
 
 Composition with async training: stale steps are first corrected
-(``trainers/methods/offpolicy``) toward the proximal policy (their log-probs become π_prox,
+(``agentgym/trainers/methods/offpolicy``) toward the proximal policy (their log-probs become π_prox,
 already the trainer's); here π_old is recomputed on the same weights, so their ρ is 1 up to
 float noise and only fresh steps, whose μ came from the engine, are reweighted.
 """
