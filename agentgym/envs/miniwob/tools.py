@@ -1,8 +1,13 @@
 """The tools a MiniWoB policy acts with: element actions by ref, and raw mouse actions.
 
-Element tools (``click``, ``type``, ``select``, ``scroll``) take a ref from the snapshot and
-go through Playwright's actionability checks, so clicking something hidden or covered is an
-agent mistake, reported back. ``click_xy`` and ``drag`` act at page coordinates, for the
+Element tools (``click``, ``type``, ``select``, ``scroll``) take a ref from the snapshot.
+``click`` is MiniWoB's own element click (``core.elementClick``: ``element.click()`` and
+``focus()``, or mouse and click events on an SVG element), the primitive MiniWoB's Python side
+and the agents published on it act with: it reaches the element wherever it is, covered or
+scrolled away, and sends no pointer events. Only an element with no size on the page (which
+MiniWoB gives no ref) cannot be clicked, an agent mistake reported back; the answer says when
+a mouse could not have reached the element. ``type`` and ``select`` go through Playwright's
+actionability checks. ``click_xy`` and ``drag`` are a real mouse at page coordinates, for the
 canvas and drag tasks a snapshot cannot describe (a multimodal policy reads them off the
 screenshot). ``wait`` lets page time pass, for tasks that show things after a delay.
 """
@@ -43,9 +48,29 @@ class Turn:
         return None
 
 
+ELEMENT_CLICK = """e => {
+  const r = e.getBoundingClientRect();
+  if (r.width === 0 || r.height === 0) return 'hidden';  // core.getDOMInfo gives it no ref
+  const x = r.left + r.width / 2, y = r.top + r.height / 2;
+  const hit = x >= 0 && y >= 0 && x < innerWidth && y < innerHeight
+    ? document.elementFromPoint(x, y) : undefined;
+  const reach = hit === undefined ? 'out of view' :
+    (hit && (hit === e || e.contains(hit)) ? '' : 'covered');
+  // MiniWoB's own primitive, which finds elements by core.getDOMInfo's refs: hand it this one
+  const key = 'agentgym-click';
+  core.previousDOMInfo[key] = e;
+  try {
+    const done = core.elementClick(key);
+    return done === true ? reach : 'failed: ' + done;
+  } finally { delete core.previousDOMInfo[key]; }
+}"""
+"""MiniWoB's ``core.elementClick`` on an element; returns '' or why a mouse could not reach it
+(``covered``, ``out of view``), ``hidden`` (no size: not clicked) or ``failed: <message>``."""
+
+
 @tool(timeout=600)
 async def click(ref: str, state: Turn) -> str:
-    """Click an element of the page.
+    """Click an element of the page (MiniWoB's element click: it reaches the element itself).
 
     Args:
         ref: The element's ref from the snapshot, e.g. "e5".
@@ -55,8 +80,18 @@ async def click(ref: str, state: Turn) -> str:
         return blocked
     env = state.env
     element = env.element(ref)
-    await env.act(env.locator(element).click(timeout=env.timeout_ms), f"clicking {ref}")
-    return f"clicked {element.role} {element.name!r}" if element.name else f"clicked {ref}"
+    # the action timeout bounds finding the element, not the click: the click is one script
+    # call, and on a busy machine Playwright's mouse click (scroll, wait until stable,
+    # hit-test) ran past that timeout and was lost
+    how = await env.act(env.locator(element).evaluate(ELEMENT_CLICK, timeout=env.timeout_ms),
+                        f"clicking {ref}")
+    if how == "hidden":
+        raise ActionError(f"{ref} is not shown (it has no size on the page); nothing clicked")
+    if how.startswith("failed: "):
+        raise ActionError(f"clicking {ref} failed: {how[len('failed: '):]}")
+    said = f"clicked {element.role} {element.name!r}" if element.name else f"clicked {ref}"
+    # a click by ref reaches an element a person's mouse would miss: say so
+    return f"{said} ({how}: a mouse click there would miss it)" if how else said
 
 
 @tool(name="type", timeout=600)

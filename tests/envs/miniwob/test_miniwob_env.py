@@ -136,3 +136,48 @@ async def test_typing_is_not_cut_short_by_the_action_timeout(browser) -> None:
         result = await env.step(call("type", ref=box, text=text))
         assert result.info["valid"]
         assert await env.page.evaluate("() => document.getElementById('tt').value") == text
+
+
+COVER = ("() => { const d = document.createElement('div'); d.style.cssText = 'position: fixed;"
+         " inset: 0; z-index: 9999'; document.body.appendChild(d); }")
+"""A transparent layer over the whole page: a mouse click anywhere lands on it."""
+JIGGLE = ("s => { const e = document.createElement('style'); e.textContent = '@keyframes jiggle"
+          " { to { transform: translateX(20px) } } ' + s + ' { animation: jiggle 0.3s linear"
+          " infinite alternate }'; document.head.appendChild(e); }")
+"""Keeps the elements ``s`` selects moving (CSS animations run on the compositor's clock, not
+the paused page clock), so Playwright's wait for a stable element never ends."""
+
+
+async def test_a_click_by_ref_is_miniwobs_element_click(browser) -> None:
+    """``click(ref)`` is MiniWoB's ``core.elementClick``: a covered element is still clicked (a
+    mouse would hit the cover), and the answer says a mouse would miss it; an element with no
+    size (no MiniWoB ref) is not clicked, an agent mistake."""
+    async with MiniWoBEnv("click-button", action_timeout=1.0) as env:
+        await env.reset(seed=3)
+        await env.page.evaluate(COVER)
+        result = await env.step(call("click", ref=button(env, right=True)))
+        assert result.valid and result.info["success"]
+        assert "covered: a mouse click there would miss it" in result.observation[0].content
+        await env.reset(seed=3)
+        await env.page.evaluate("() => document.querySelectorAll('#area button')"
+                                ".forEach(b => b.style.display = 'none')")
+        result = await env.step(call("click", ref=button(env, right=True)))
+        assert not result.valid and "is not shown" in result.observation[0].content
+        assert not result.done
+
+
+@pytest.mark.parametrize(("task", "seed", "moving"), [
+    ("click-checkboxes", 1001, "#boxes input"),  # three boxes to tick
+    ("click-tab", 1000, "#area ul a"),
+])
+async def test_a_solvers_clicks_are_not_lost_to_the_action_timeout(browser, task: str, seed: int,
+                                                                   moving: str) -> None:
+    """A click is one call on the page, not Playwright's wait for a stable, unobscured element
+    under ``action_timeout``: on a busy machine that wait ran out, a box stayed unticked
+    (0.5 for 1.0) or a tab took a second turn. Elements that never stop moving stand in for
+    the busy machine here."""
+    async with MiniWoBEnv(task, action_timeout=1.0) as env:
+        await env.reset(seed=seed)
+        await env.page.evaluate(JIGGLE, moving)
+        result = await env.step(await env.expert_action())
+        assert result.valid and result.done and result.info["raw_reward"] == 1.0
