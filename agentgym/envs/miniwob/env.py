@@ -139,6 +139,11 @@ class MiniWoBEnv(BaseEnv):
         """Playwright's wait for an element, in milliseconds."""
         return self.action_timeout * 1000
 
+    @property
+    def hang_ms(self) -> float:
+        """The hang limit in milliseconds: past it a page counts as not answering."""
+        return (self.action_timeout + HANG_S) * 1000
+
     def element(self, ref: str) -> Element:
         """The element a ref names, or an :class:`ActionError` listing the refs there are."""
         return find_element(self.elements, ref, ActionError)

@@ -122,8 +122,11 @@ async def _record(env: Any, call: ToolCall) -> Call:
         return Call(call.name, dict(call.arguments))
     from agentgym.envs.miniwob.experts import read_timeout_ms
 
+    locator = env.locator(env.element(ref))
+    if not await locator.count():  # gone since the snapshot: the env refuses it, no element
+        return Call(call.name, dict(call.arguments))
     # not Playwright's 30 s default: a busy machine slows this read, it does not end the run
-    path = await env.locator(env.element(ref)).evaluate(DOM_PATH, timeout=read_timeout_ms(env))
+    path = await locator.evaluate(DOM_PATH, timeout=read_timeout_ms(env))
     return Call(call.name, dict(call.arguments), tuple(path))
 
 
@@ -158,8 +161,8 @@ async def env_run(case: Case) -> tuple[list[StepRecord], bool, list[list[Call]],
             state = await inner.page.evaluate(PAGE_STATE)
             raw = result.info.get("raw_reward") if result.done else None
             discounted = result.info.get("env_reward") if result.done else None
-            steps.append(StepRecord(_describe(recorded), state, raw, discounted,
-                                    result.terminated, result.truncated))
+            steps.append(StepRecord(_describe(recorded, result.observation), state, raw,
+                                    discounted, result.terminated, result.truncated))
             if result.done:
                 success = bool(result.info.get("success"))
                 break
@@ -174,8 +177,12 @@ def _offset(text: str) -> int | None:
     return int(tail[1].split()[0]) if len(tail) == 2 and tail[1].split() else None
 
 
-def _describe(calls: Sequence[Call]) -> str:
-    return "; ".join(f"{c.name}({c.arguments})" for c in calls)
+def _describe(calls: Sequence[Call], answers: Sequence[Message] = ()) -> str:
+    """The calls as text; with the env's answers, a call it refused says why (``refused:``)."""
+    said = [a.content.splitlines()[0] if a.role == "tool" and a.content else "" for a in answers]
+    return "; ".join(f"{c.name}({c.arguments})" + (
+        f" [refused: {said[i]}]" if i < len(said) and said[i].startswith("error:") else "")
+        for i, c in enumerate(calls))
 
 
 # -- MiniWoB's side ------------------------------------------------------------------------
@@ -351,8 +358,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             errors = [f"{side} {s.observation}" for side, steps in
                       (("reference", c.reference), ("agentgym", c.agentgym))
                       for s in steps if s.action == "(error)"]
+            refused = [f"agentgym step {i} {s.action}" for i, s in enumerate(c.agentgym)
+                       if "[refused: " in s.action]  # calls the env did not carry out
             print(f"DIFFERS {c.task} {c.episode}: "
-                  + "; ".join([*errors, *map(str, c.mismatches[:3])]))
+                  + "; ".join([*errors, *map(str, c.mismatches[:3]), *refused[:3]]))
     print(f"{summary_line(FAMILY, comparisons)} ({time.perf_counter() - start:.0f} s)")
     return 0 if all(c.agree for c in comparisons) else 1
 

@@ -3,7 +3,7 @@
 Element tools (``click``, ``type``, ``select``, ``scroll``) take a ref from the snapshot.
 ``click`` is MiniWoB's own element click (``core.elementClick``: ``element.click()`` and
 ``focus()``, or mouse and click events on an SVG element), the primitive MiniWoB's Python side
-and the agents published on it act with: it reaches the element wherever it is, covered or
+acts with (its ``CLICK_ELEMENT``): it reaches the element wherever it is, covered or
 scrolled away, and sends no pointer events. Only an element with no size on the page (which
 MiniWoB gives no ref) cannot be clicked, an agent mistake reported back; the answer says when
 a mouse could not have reached the element. ``type`` and ``select`` go through Playwright's
@@ -80,11 +80,15 @@ async def click(ref: str, state: Turn) -> str:
         return blocked
     env = state.env
     element = env.element(ref)
-    # the action timeout bounds finding the element, not the click: the click is one script
-    # call, and on a busy machine Playwright's mouse click (scroll, wait until stable,
-    # hit-test) ran past that timeout and was lost
-    how = await env.act(env.locator(element).evaluate(ELEMENT_CLICK, timeout=env.timeout_ms),
-                        f"clicking {ref}")
+    locator = env.locator(element)
+    # Nothing to wait for: the element is on the page or gone (Playwright would wait the
+    # action timeout for a gone one). So no action timeout bounds the click, only the hang
+    # limit: on a busy machine Playwright's mouse click (scroll, wait until stable, hit-test)
+    # ran past that timeout and the click was lost; a lookup under it can run past it too.
+    if not await env.act(locator.count(), f"finding {ref}"):
+        raise ActionError(f"{ref} is no longer on the page (it changed since the snapshot); "
+                          "nothing clicked")
+    how = await env.act(locator.evaluate(ELEMENT_CLICK, timeout=env.hang_ms), f"clicking {ref}")
     if how == "hidden":
         raise ActionError(f"{ref} is not shown (it has no size on the page); nothing clicked")
     if how.startswith("failed: "):

@@ -151,7 +151,7 @@ the paused page clock), so Playwright's wait for a stable element never ends."""
 async def test_a_click_by_ref_is_miniwobs_element_click(browser) -> None:
     """``click(ref)`` is MiniWoB's ``core.elementClick``: a covered element is still clicked (a
     mouse would hit the cover), and the answer says a mouse would miss it; an element with no
-    size (no MiniWoB ref) is not clicked, an agent mistake."""
+    size (no MiniWoB ref) or one gone since the snapshot is not clicked, an agent mistake."""
     async with MiniWoBEnv("click-button", action_timeout=1.0) as env:
         await env.reset(seed=3)
         await env.page.evaluate(COVER)
@@ -164,6 +164,10 @@ async def test_a_click_by_ref_is_miniwobs_element_click(browser) -> None:
         result = await env.step(call("click", ref=button(env, right=True)))
         assert not result.valid and "is not shown" in result.observation[0].content
         assert not result.done
+        await env.reset(seed=3)  # gone since the snapshot: said at once, not after a wait
+        await env.page.evaluate("() => document.querySelector('#area').replaceChildren()")
+        result = await env.step(call("click", ref=button(env, right=True)))
+        assert not result.valid and "no longer on the page" in result.observation[0].content
 
 
 @pytest.mark.parametrize(("task", "seed", "moving"), [
