@@ -161,6 +161,11 @@ class OptimConfig:
     included), on fewer tokens and less memory (docs/benchmarks.md); needs a model taking
     a 4D attention mask and position ids (Llama family: set it false for others). See
     agentgym/trainers/packing.py."""
+    gradient_checkpointing: bool = False
+    """Recompute each decoder layer's activations in the backward pass: a third more compute
+    for a forward pass whose memory no longer grows with every layer's activations, so
+    larger micro-batches fit (more shared prefixes computed once). Measured in
+    docs/agent-job.md."""
 
     def __post_init__(self) -> None:
         for name in ("epochs", "mini_batches", "max_tokens_per_micro_batch"):

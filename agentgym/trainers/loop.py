@@ -55,7 +55,7 @@ from agentgym.trainers.hooks import Hooks, SequentialTasks, StepContext, StepSam
 from agentgym.trainers.lora import with_lora
 from agentgym.trainers.metrics import MetricsLog, is_zero_variance, rollout_metrics, succeeded
 from agentgym.trainers.mixture import per_env_metrics
-from agentgym.trainers.models import load_trained_model
+from agentgym.trainers.models import checkpoint_activations, load_trained_model
 from agentgym.trainers.preflight import check_model
 from agentgym.trainers.rewards import estimator_options
 from agentgym.trainers.scale_out import WeightSync, scale_out
@@ -134,6 +134,8 @@ def build(config: TrainConfig, resume: bool = False) -> Run:
     hooks = methods.build_hooks(config, model, estimator)  # SPA, GAE copy the initial policy
     if config.model.lora.enabled:
         model = with_lora(model, config.model.lora)
+    if config.optim.gradient_checkpointing:
+        checkpoint_activations(model)
     policy = TransformersPolicy(model, tokenizer, max_batch_size=config.model.max_batch_size,
                                 seed=config.seed)
     params = [p for p in model.parameters() if p.requires_grad]

@@ -276,6 +276,8 @@ def _batched_suffixes_cheaper(model: Any, tree_tokens: int, shared: int, lengths
     hidden = getattr(config, "hidden_size", None)
     if shared == 0 or hidden is None or len(lengths) < 2 or not _takes_logits_to_keep(model):
         return False
+    if model.training and getattr(model, "is_gradient_checkpointing", False):
+        return False  # checkpointed layers return no cache, and the prefix's is needed here
     if torch.distributed.is_available() and torch.distributed.is_initialized() \
             and torch.distributed.get_world_size() > 1:
         # FSDP gathers the weights in every forward pass, so ranks must make the same

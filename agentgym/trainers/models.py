@@ -67,6 +67,17 @@ def load_trained_model(path: str, *, device: str = "cpu", dtype: str = "float32"
     return model.to(device).eval(), tokenizer
 
 
+def checkpoint_activations(model: Any) -> Any:
+    """Turn on gradient checkpointing for training passes (``model.train()``) only.
+
+    Generation runs the model in eval mode, where transformers keeps its KV cache, so the
+    same model still decodes with a cache. Non-reentrant checkpoints need no input that
+    requires grad, so frozen embeddings under LoRA are fine.
+    """
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    return model
+
+
 def export_model(model: Any, tokenizer: Any, folder: str | Path) -> Path:
     """Write ``model`` (LoRA merged into a copy) and ``tokenizer`` as a Hugging Face folder."""
     import copy

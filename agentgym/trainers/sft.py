@@ -45,7 +45,7 @@ from agentgym.trainers.loop import evaluate_held_out
 from agentgym.trainers.lora import with_lora
 from agentgym.trainers.loss import packed_token_logprobs, token_logprobs
 from agentgym.trainers.metrics import MetricsLog
-from agentgym.trainers.models import export_model, load_trained_model
+from agentgym.trainers.models import checkpoint_activations, export_model, load_trained_model
 from agentgym.trainers.preflight import check_model
 from agentgym.trainers.sft_config import SFTConfig, SFTOptimConfig
 from agentgym.trainers.sft_data import demonstration_samples, load_demonstrations
@@ -137,6 +137,8 @@ def sft(config: SFTConfig, resume: bool = False, progress: Any = None) -> Path:
             f"section; set rollout.max_tokens={max(too_long)} or more here and in the RL config")
     if config.model.lora.enabled:
         model = with_lora(model, config.model.lora)
+    if config.optim.gradient_checkpointing:
+        checkpoint_activations(model)
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=config.optim.lr,
                                   weight_decay=config.optim.weight_decay)

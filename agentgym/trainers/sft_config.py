@@ -75,6 +75,9 @@ class SFTOptimConfig:
     pack_prefixes: bool = True
     """Run each micro-batch's shared prefixes once (an env's instructions, a group's
     prompt), as ``optim.pack_prefixes`` of train; same loss, needs a Llama-family model."""
+    gradient_checkpointing: bool = False
+    """Recompute activations in the backward pass (less memory, about a third more compute),
+    as ``optim.gradient_checkpointing`` of train."""
 
     def __post_init__(self) -> None:
         for name in ("epochs", "batch_size", "max_tokens_per_micro_batch"):
