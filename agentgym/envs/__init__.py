@@ -57,6 +57,12 @@ register(
     max_turns=6,
 )
 register(
+    "agentgym/FunctionCalls-v0",
+    "agentgym.envs.function_calls:FunctionCallsEnv",
+    description="Generated function-calling tasks (BFCL's non-live AST kinds), BFCL's checker.",
+    requires=("extra:bfcl",),
+)
+register(
     "agentgym/WebShop-v0",
     "agentgym.envs.web:WebShopEnv",
     description="Buy the product a task describes on a local shop site, in real Chromium.",
