@@ -1,0 +1,3 @@
+import pytest
+
+pytest.importorskip("bfcl_eval", reason="install agentgym[bfcl] and bfcl-eval (see docs/bfcl.md)")
