@@ -18,11 +18,13 @@ possible-answer shape (``{function: {param: [accepted values]}}``; an optional a
 request does not give accepts ``""`` and its default).
 
 Everything after the task is BFCL's single-turn env's own code: :class:`FunctionCallsEnv`
-subclasses :class:`~agentgym.envs.bfcl.BFCLSingleTurnEnv` and only chooses the task, so the
-tools are BFCL's function-calling form of the docs (``scoring.tool_specs``), the prompt is the
-request as BFCL's FC mode sends it, replies are read and checked the same way, and the reward
-is BFCL's ``ast_checker`` (irrelevance: 1.0 when the reply holds no call). A model trained
-here therefore reads prompts in the form ``bfcl/SingleTurn-v0`` evaluates it on.
+subclasses :class:`~agentgym.envs.bfcl.BFCLSingleTurnEnv` and only chooses the task. The
+docs get the hint BFCL's loader adds to its own ("Note that the provided function is in
+Python 3 syntax.", by BFCL's ``add_language_specific_hint_to_function_doc``), the tools are
+BFCL's function-calling form of them (``scoring.tool_specs``), the prompt is the request as
+BFCL's FC mode sends it, replies are read and checked the same way, and the reward is BFCL's
+``ast_checker`` (irrelevance: 1.0 when the reply holds no call). A model trained here
+therefore reads prompts in the form ``bfcl/SingleTurn-v0`` evaluates it on.
 
 Splits: a task belongs to ``test`` when a hash of its request text falls in a fixed 20% of
 buckets, else to ``train``; each split draws until the task is its own, so no request text
@@ -40,7 +42,7 @@ from typing import Any, Literal
 import numpy as np
 
 from agentgym.envs.bfcl import BFCLSingleTurnEnv
-from agentgym.envs.bfcl.data import CATEGORIES, BFCLTask
+from agentgym.envs.bfcl.data import CATEGORIES, BFCLTask, bfcl_modules
 from agentgym.envs.function_calls.library import FUNCTIONS, OFF_TOPIC
 from agentgym.envs.function_calls.spec import NO_DEFAULT, Function, fields, join_words
 from agentgym.errors import ConfigError, did_you_mean
@@ -257,6 +259,8 @@ def make_task(split: str, seed: int, kind: str = "mixed") -> BFCLTask:
     task_id = f"{kind}-{split}-{seed}"
     entry = {"id": task_id, "question": [[{"role": "user", "content": text}]],
              "function": [f.doc() for f in offered]}
+    # what BFCL's loader does to each of its entries: the Python hint after every description
+    bfcl_modules().add_language_specific_hint_to_function_doc([entry])
     truth = None if chosen == "irrelevance" else [{c.function.name: c.answer} for c in calls]
     return BFCLTask(task_id, CATEGORIES[CATEGORY[chosen]], entry, truth)
 

@@ -138,6 +138,11 @@ async def test_prompt_and_tools_are_bfcl_single_turns_own():
     assert env.tools == scoring.tool_specs(env.unwrapped.task.entry["function"])
     assert messages == question_messages(env.unwrapped.task.entry["question"][0])
     assert all("." not in t.name for t in env.tools)  # served as BFCL's FC form serves them
+    # the docs carry the hint BFCL's loader adds to its own entries' descriptions
+    real = agentgym.make("bfcl/SingleTurn-v0", category="multiple")
+    await real.reset(seed=0)
+    hint = python_hint()
+    assert hint and all(t.description.endswith(hint) for t in [*env.tools, *real.tools])
     assert info["category"] == "multiple" and info["bfcl_version"]
 
 
@@ -179,18 +184,29 @@ def test_library_is_well_formed():
         json.dumps(fn.doc())
 
 
+def python_hint():
+    """The sentence BFCL's loader appends to every Python function description."""
+    from agentgym.envs.bfcl.data import bfcl_modules
+
+    (entry,) = bfcl_modules().add_language_specific_hint_to_function_doc([{
+        "id": "simple_python_0",
+        "function": [{"name": "f", "description": "", "parameters": {"properties": {}}}]}])
+    return entry["function"][0]["description"]
+
+
 def test_nothing_is_bfcls():
     """No function name (as written or as served) or description of the library, and no
     generated request, equals one of BFCL's single-turn entries."""
     from agentgym.envs.bfcl.data import SINGLE_TURN, get_task, task_ids
 
     names, descriptions, questions = set(), set(), set()
+    hint = python_hint()
     for category in SINGLE_TURN:
         for task_id in task_ids(category):
             entry = get_task(category, task_id=task_id).entry
             for doc in entry["function"]:
                 names |= {doc["name"].lower(), scoring.served_name(doc["name"]).lower()}
-                descriptions.add(doc["description"].strip().lower())
+                descriptions.add(doc["description"].removesuffix(hint).strip().lower())
             questions |= {str(m.get("content", "")).strip().lower()
                           for turn in entry["question"] for m in turn}
     assert len(names) > 1000 and len(questions) > 1000  # the comparison saw BFCL's data
