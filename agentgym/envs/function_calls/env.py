@@ -9,8 +9,8 @@ kinds mirror BFCL's non-live AST categories:
 - ``multiple``: 2-4 functions offered, one call to the right one;
 - ``parallel``: one function, 2-4 calls from one request ("... in Oslo and Lima");
 - ``parallel_multiple``: 2-4 functions, 2-4 calls to at least two of them;
-- ``irrelevance``: no offered function fits (a request for a function of another topic, or
-  a question no function serves); the right reply makes no call.
+- ``irrelevance``: no offered function fits (a request for another function of the same
+  topic or of another, or a question no function serves); the right reply makes no call.
 
 ``kind="mixed"`` (the default) draws the kind in the proportions of BFCL's non-live AST
 categories (400 : 200 : 200 : 200 : 240 entries). Ground truth is written in BFCL's
@@ -60,6 +60,9 @@ TEST_PERCENT = 20
 """Share of request-text hash buckets that belong to the ``test`` split."""
 OFF_TOPIC_SHARE = 0.3
 """Share of irrelevance tasks that ask a general question rather than for another function."""
+NEAR_MISS_SHARE = 0.5
+"""Share of the other irrelevance tasks that offer a function of the request's own topic (a
+near miss: a forecast asked for, only current conditions offered), as BFCL's often do."""
 _STREAM = {name: i for i, name in enumerate(("train", "test", "mixed", *KINDS))}
 _TRIES = 200  # draws before a generator gives up (a library mistake, not bad luck)
 
@@ -220,8 +223,10 @@ def _generate(kind: str, rng: np.random.Generator
                     _functions(rng, count, FUNCTIONS), [])
         (fn,) = _functions(rng, 1, FUNCTIONS)
         (call,) = distinct_calls([fn], rng)
-        others = [f for f in FUNCTIONS if f.topic != fn.topic]
-        return call.request, _functions(rng, count, others), []
+        near = [f for f in FUNCTIONS if f.topic == fn.topic and f is not fn]
+        pool = near if near and rng.random() < NEAR_MISS_SHARE else [
+            f for f in FUNCTIONS if f.topic != fn.topic]
+        return call.request, _functions(rng, min(count, len(pool)), pool), []
     raise AssertionError(kind)
 
 

@@ -103,7 +103,8 @@ class Function:
 
     Attributes:
         name: Its name (may hold dots, which BFCL's FC form serves as ``_``).
-        topic: Its domain; irrelevance tasks offer only functions of other topics.
+        topic: Its domain (distractors and near misses come from the same topic; the
+            functions of one topic do different things, so none serves another's request).
         description: What it does.
         params: Its parameters, in doc order.
         templates: Requests for one call, with ``{param}`` placeholders. Every template names
