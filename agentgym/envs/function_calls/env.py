@@ -219,7 +219,8 @@ def _generate(kind: str, rng: np.random.Generator
     if kind == "irrelevance":
         count = 1 if rng.random() < 0.8 else 2
         if rng.random() < OFF_TOPIC_SHARE:
-            return (OFF_TOPIC[int(rng.integers(len(OFF_TOPIC)))],
+            template, pool = OFF_TOPIC[int(rng.integers(len(OFF_TOPIC)))]
+            return (template.format(x=pool[int(rng.integers(len(pool)))]),
                     _functions(rng, count, FUNCTIONS), [])
         (fn,) = _functions(rng, 1, FUNCTIONS)
         (call,) = distinct_calls([fn], rng)
