@@ -76,8 +76,12 @@ class Call:
     answer: dict[str, list[Any]]
 
     def key(self) -> str:
-        """The call's identity (two calls of one task never share it)."""
-        return json.dumps([self.function.name, self.answer], sort_keys=True)
+        """The call's identity: its name and the arguments it must give.
+
+        Two calls of one task never share it, so no request asks for the same call twice.
+        """
+        must = {p: a[0] for p, a in self.answer.items() if "" not in a}
+        return json.dumps([self.function.name, must], sort_keys=True)
 
 
 def _draw(fn: Function, rng: np.random.Generator, names: Sequence[str],

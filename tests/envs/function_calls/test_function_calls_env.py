@@ -41,6 +41,15 @@ async def test_gold_replies_score_full_marks(kind, split):
         assert result.info["valid"] and result.info["kind"] == kind
 
 
+@pytest.mark.parametrize("kind", ["parallel", "parallel_multiple"])
+async def test_no_task_asks_for_the_same_call_twice(kind):
+    env = FunctionCallsEnv(kind, "train")
+    for seed in range(300):
+        await env.reset(seed=seed)
+        calls = [json.dumps(c, sort_keys=True) for c in gold(env)]
+        assert len(set(calls)) == len(calls), (seed, env.task.entry["question"])
+
+
 def perturbed(value):
     """A value of the same JSON type that no answer accepts."""
     if isinstance(value, bool):
