@@ -3,6 +3,7 @@
 import json
 import string
 
+import numpy as np
 import pytest
 
 import agentgym
@@ -10,7 +11,7 @@ from agentgym import Message, ToolCall
 from agentgym.envs.bfcl import BFCLSingleTurnEnv, scoring
 from agentgym.envs.bfcl.calls import question_messages
 from agentgym.envs.function_calls import KINDS, FunctionCallsEnv, make_task
-from agentgym.envs.function_calls.env import BFCL_COUNTS, KIND_OF, in_split
+from agentgym.envs.function_calls.env import BFCL_COUNTS, KIND_OF, fan_calls, in_split, one_call
 from agentgym.envs.function_calls.library import FUNCTIONS, OFF_TOPIC
 from agentgym.envs.function_calls.spec import fields
 from agentgym.errors import ConfigError
@@ -191,6 +192,18 @@ def test_library_is_well_formed():
             assert len(stars) == 1 and stars[0][:-1] in required, template
             assert {f.rstrip("*") for f in fields(template)} <= names
         json.dumps(fn.doc())
+
+
+def test_every_function_and_fanout_can_be_drawn():
+    """Each function yields calls, and each fanout four distinct ones (the most a task asks)."""
+    for fn in FUNCTIONS:
+        rng = np.random.default_rng(0)
+        for _ in range(20):
+            call = one_call(fn, rng)
+            assert call.request and set(call.answer) == {p.name for p in fn.params}
+        for _ in range(10 * len(fn.fanout)):
+            text, calls = fan_calls(fn, rng, 4)
+            assert len({c.key() for c in calls}) == 4, text
 
 
 def python_hint():
