@@ -59,12 +59,23 @@ def context_config(config: SFTConfig) -> ContextConfig:
                          max_prompt_tokens=r.max_prompt_tokens)
 
 
-def batches(n: int, optim: SFTOptimConfig, seed: int) -> list[list[int]]:
-    """Sample indices of every optimizer step, all epochs, in order (deterministic)."""
+def batches(episodes: Sequence[str], optim: SFTOptimConfig, seed: int) -> list[list[int]]:
+    """Sample indices of every optimizer step, all epochs, in order (deterministic).
+
+    ``episodes[i]`` names sample i's trajectory. Each epoch shuffles whole episodes and
+    cuts their steps, kept in order and together, into batches of ``optim.batch_size``: a
+    full-history episode's steps then share a forward pass, where packing computes them as
+    its last step's sequence (each step's prompt is a prefix of the next one's).
+    """
+    owners: dict[str, list[int]] = {}
+    for i, name in enumerate(episodes):
+        owners.setdefault(name, []).append(i)
+    groups = list(owners.values())
     out: list[list[int]] = []
     for epoch in range(optim.epochs):
-        order = np.random.default_rng([seed, epoch]).permutation(n)
-        out += [order[i:i + optim.batch_size].tolist() for i in range(0, n, optim.batch_size)]
+        order = np.random.default_rng([seed, epoch]).permutation(len(groups))
+        flat = [i for g in order for i in groups[g]]
+        out += [flat[i:i + optim.batch_size] for i in range(0, len(flat), optim.batch_size)]
     return out
 
 
@@ -164,7 +175,7 @@ def sft(config: SFTConfig, resume: bool = False, progress: Any = None) -> Path:
 async def _run(config: SFTConfig, model: Any, optimizer: torch.optim.Optimizer,
                policy: TransformersPolicy, samples: list[Sample], state: TrainState,
                log: MetricsLog, log_data: dict[str, float], progress: Any) -> None:
-    plan = batches(len(samples), config.optim, config.seed)
+    plan = batches([x.traj_id for x in samples], config.optim, config.seed)
     per_epoch = math.ceil(len(samples) / config.optim.batch_size)
     checkpointer = Checkpointer(Path(config.run_dir), config.save_every,
                                 resumable=config.resumable_checkpoints)

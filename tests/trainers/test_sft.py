@@ -219,3 +219,19 @@ def test_an_sft_run_exports_like_a_train_run(tmp_path, tiny_model_dir):
     assert len(saved.keys() & params.keys()) > len(saved) // 2
     assert all(torch.equal(params[n], v) for n, v in saved.items() if n in params)
     assert (tmp_path / "out" / "agentgym-export.json").is_file()
+
+
+def test_an_episodes_steps_stay_together_in_every_epoch():
+    from agentgym.trainers.sft import batches
+    from agentgym.trainers.sft_config import SFTOptimConfig
+
+    episodes = [f"ep{e}" for e in range(9) for _ in range(3)]  # 9 episodes of 3 steps
+    plan = batches(episodes, SFTOptimConfig(epochs=2, batch_size=6), seed=0)
+    assert [len(b) for b in plan] == [6, 6, 6, 6, 3] * 2  # each epoch cut on its own
+    for epoch in (plan[:5], plan[5:]):
+        flat = [i for b in epoch for i in b]
+        assert sorted(flat) == list(range(27))  # every step once an epoch
+        for e in range(9):  # an episode's steps in order, next to each other
+            at = flat.index(3 * e)
+            assert flat[at:at + 3] == [3 * e, 3 * e + 1, 3 * e + 2]
+    assert plan[:4] != plan[5:]  # episodes reshuffled each epoch
