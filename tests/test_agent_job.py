@@ -1,12 +1,12 @@
 """The agent job (examples/agent_calendar.yaml) end to end, on a tiny model and budget.
 
-The job's three commands are read from the config's header, so the documented job and this
-test cannot drift apart. Each runs as the CLI does, with overrides that shrink it to seconds
-(a tiny random model, a few tasks); the test checks that what the job prints is what its runs
-recorded: the SFT's held-out success before (the base model) and after (the warm start), and
-RL's before/after line with the gain's 95% paired interval, which must equal the interval
-computed again from the per-task outcomes the run kept.
-"""
+The job's three commands are read from the config's header (and examples/agent_calendar.sh,
+the README's script, must run the same), so the documented job and this test cannot drift
+apart. Each runs as the CLI does, with overrides that shrink it to seconds (a tiny random
+model decoding in-process, a few tasks); the test checks that what the job prints is what
+its runs recorded: the SFT's held-out success before (the base model) and after (the warm
+start), and RL's before/after line with the gain's 95% paired interval, which must equal the
+interval computed again from the per-task outcomes the run kept."""
 
 from __future__ import annotations
 
@@ -44,6 +44,9 @@ def rows(run_dir: Path) -> list[dict]:
 
 def test_the_job_is_expert_demos_then_sft_then_train() -> None:
     rollout, sft, train = job_commands()
+    script = [shlex.split(x) for x in (ROOT / "examples" / "agent_calendar.sh").read_text()
+              .splitlines() if x.startswith("agentgym ")]
+    assert script == [rollout, sft, train]  # the README's script runs the header's commands
     assert rollout[:2] == ["agentgym", "rollout"] and "expert" in rollout
     assert sft[:2] == ["agentgym", "sft"] and (ROOT / sft[2]).is_file()
     assert train[:3] == ["agentgym", "train", "examples/agent_calendar.yaml"]
@@ -71,7 +74,9 @@ def test_the_job_prints_the_figures_its_runs_recorded(tmp_path: Path, tiny_model
     rollout = [*rollout[:out], str(demos), *rollout[out + 1:]]
     rollout[rollout.index("--episodes") + 1] = "6"
     cli(rollout[1:])
-    small = ["env.eval_seeds=6", "tensorboard=false"]
+    # in-process generation on the tiny model: the job's vLLM generation is the same loop,
+    # tested on a real engine in tests/trainers/test_vllm_training.py
+    small = ["env.eval_seeds=6", "tensorboard=false", "model.generation=transformers"]
     sft_out = cli([*sft[1:], f"run_dir={sft_dir}", f"model.path={tiny_model_dir}",
                    f"data.paths=[{demos}]", *small])
     rl_out = cli([*train[1:], f"run_dir={rl_dir}", f"model.path={sft_dir / 'model'}",

@@ -22,7 +22,8 @@ SFT_CONFIGS = sorted((Path(__file__).parent.parent / "examples").glob("sft_*.yam
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
 def test_example_config_trains_one_step(path, tmp_path, tiny_model_dir):
-    """Each example config loads and runs one step (on a tiny model instead of SmolLM2)."""
+    """Each example config loads and runs one step (on a tiny model instead of SmolLM2,
+    decoding in-process: vLLM generation is tested on a real engine in test_vllm_training)."""
     import yaml
 
     from agentgym.trainers.config import load_config
@@ -30,7 +31,7 @@ def test_example_config_trains_one_step(path, tmp_path, tiny_model_dir):
 
     several = bool((yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("envs"))
     cfg = load_config(path, [f"run_dir={tmp_path / 'run'}", "steps=1", "save_every=1",
-                             f"model.path={tiny_model_dir}",
+                             f"model.path={tiny_model_dir}", "model.generation=transformers",
                              *([] if several else ["env.eval_seeds=2"]),
                              "rollout.tasks_per_step=2", "rollout.group_size=2",
                              "rollout.max_tokens=4", "tensorboard=false"])
@@ -58,6 +59,7 @@ def test_example_sft_config_runs(path, tmp_path, tiny_model_dir):
     demos = tmp_path / "demos.jsonl"
     write_trajectories(demos, trajs)
     cfg = load_sft_config(path, [f"run_dir={tmp_path / 'run'}", f"model.path={tiny_model_dir}",
+                                 "model.generation=transformers",
                                  f"data.paths=[{demos}]", "env.eval_seeds=1",
                                  "tensorboard=false", "export=false"])
     run = sft(cfg)
