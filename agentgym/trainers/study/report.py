@@ -63,7 +63,11 @@ def report(setups: list[Setup], cache: Path, command: str, out: Path,
              "(`agentgym sft`), then RL (`agentgym train`) from that model with each "
              "estimator under one budget and the same seeds. Held-out success is on seeds "
              f"{HELD_OUT_FIRST_SEED:,}+, greedy unless an env's section says it is sampled; "
-             f"the SFT amount is judged on tuning seeds {TUNING_FIRST_SEED:,}+ only.", ""]
+             f"the SFT amount is judged on tuning seeds {TUNING_FIRST_SEED:,}+ only.", "",
+             "What makes SmolLM2-135M learn a multi-turn, tool-using task on this CPU at all, "
+             "and at what cost (how much imitation, forward-pass size and gradient "
+             "checkpointing, vLLM generation, what RL adds after imitation), is in "
+             "`docs/agent-job.md`, with the runs that show it.", ""]
     rl = [u for s in setups for u in units(s, cache, records) if u.kind == "rl"]
     finished = sum(u.done for u in rl)
     if not finished:
