@@ -100,30 +100,40 @@ def test_packed_logprobs_equal_unpacked(with_entropy):
         torch.testing.assert_close(full, plain, atol=1e-5, rtol=0)
 
 
-@pytest.mark.parametrize("entropy_coef", [0.0, 0.01])
-def test_training_step_with_packing_matches_without(entropy_coef):
-    rng = np.random.default_rng(3)
-    samples = group_samples(rng, "a") + group_samples(rng, "b") + history_samples(rng)
-    base = tiny_llama()
-    results = {}
-    for pack in (False, True):
-        model = copy.deepcopy(base)
-        # Plain SGD with lr 1: the parameter change is the (clipped) gradient itself.
-        learner = Learner(model, torch.optim.SGD(model.parameters(), lr=1.0), None,
-                          torch.device("cpu"), PAD)
-        config = UpdateConfig(
-            OptimConfig(max_tokens_per_micro_batch=150, grad_clip=0.0, pack_prefixes=pack),
-            LossConfig(entropy_coef=entropy_coef), temperature=1.0, seed=0)
-        metrics = ppo_update(learner, samples, config, step=1)
-        delta = {n: (p - b).detach() for (n, p), b in
-                 zip(model.named_parameters(), base.parameters(), strict=True)}
-        results[pack] = metrics, delta
-    (m0, d0), (m1, d1) = results[False], results[True]
+def sgd_step(base, samples, optim, loss, prepare=None):
+    """``(metrics, parameter change)`` of one update of a copy of ``base`` with plain SGD at
+    lr 1, so the change is the gradient itself; ``prepare`` may alter the copy first."""
+    model = copy.deepcopy(base)
+    if prepare is not None:
+        prepare(model)
+    learner = Learner(model, torch.optim.SGD(model.parameters(), lr=1.0), None,
+                      torch.device("cpu"), PAD)
+    metrics = ppo_update(learner, samples, UpdateConfig(optim, loss, temperature=1.0, seed=0),
+                         step=1)
+    return metrics, {n: (p - b).detach() for (n, p), b in
+                     zip(model.named_parameters(), base.parameters(), strict=True)}
+
+
+def assert_same_step(plain, other):
+    """Two :func:`sgd_step` results have the same loss and move every weight alike."""
+    (m0, d0), (m1, d1) = plain, other
     assert m1["loss"] == pytest.approx(m0["loss"], abs=1e-6)
     assert m1["grad_norm"] == pytest.approx(m0["grad_norm"], rel=1e-5)
     assert max(float(d.abs().max()) for d in d0.values()) > 1e-4  # the step moved weights
     for name in d0:
         torch.testing.assert_close(d1[name], d0[name], atol=1e-6, rtol=1e-4, msg=name)
+
+
+@pytest.mark.parametrize("entropy_coef", [0.0, 0.01])
+def test_training_step_with_packing_matches_without(entropy_coef):
+    rng = np.random.default_rng(3)
+    samples = group_samples(rng, "a") + group_samples(rng, "b") + history_samples(rng)
+    base = tiny_llama()
+    results = [sgd_step(base, samples, OptimConfig(max_tokens_per_micro_batch=150,
+                                                   grad_clip=0.0, pack_prefixes=pack),
+                        LossConfig(entropy_coef=entropy_coef))
+               for pack in (False, True)]
+    assert_same_step(*results)
 
 
 def test_no_reference_model_at_kl_weight_zero(tiny_model_dir, tmp_path):
