@@ -67,7 +67,14 @@ def report(setups: list[Setup], cache: Path, command: str, out: Path,
              "What makes SmolLM2-135M learn a multi-turn, tool-using task on this CPU at all, "
              "and at what cost (how much imitation, forward-pass size and gradient "
              "checkpointing, vLLM generation, what RL adds after imitation), is in "
-             "`docs/agent-job.md`, with the runs that show it.", ""]
+             "`docs/agent-job.md`, with the runs that show it. What it found there, one seed "
+             "a run: imitation teaches the tools (a three-epoch warm start on 64 expert "
+             "episodes: 0% to 28.5% held-out success), and RL after it has not moved held-out "
+             "success beyond noise (+4.0 points, 95% interval -5.5 to +13.5). On tuning tasks, "
+             "a five-times learning rate broke the policy within six steps, dynamic sampling "
+             "refilled half the groups without signal with no gain, and a one-epoch warm "
+             "start left sampled rollouts no success to learn from: exploration over the one "
+             "choice that decides an episode bounds RL there, not the estimator.", ""]
     rl = [u for s in setups for u in units(s, cache, records) if u.kind == "rl"]
     finished = sum(u.done for u in rl)
     if not finished:
