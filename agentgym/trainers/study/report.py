@@ -58,7 +58,13 @@ FUNCTION_CALLING = [
     "Imitation taught the calls; RL after it did not add (held-out success on 200 generated "
     "test tasks 29.5% → 26.0%, -3.5 points, 95% interval -8.0 to +1.0): sampled at T = 1 half "
     "the warm start's replies do not parse and 62% of groups carried no signal (AMD EPYC, "
-    "2 cores, load average about 2).", ""]
+    "2 cores, load average about 2).", "",
+    "Would vLLM's faster generation let this study run at four times the steps? One Sokoban "
+    "step of `examples/train_sokoban.yaml` (16 episodes, about 101.6k trained tokens) on AMD "
+    "EPYC, 2 cores: generation 210 s with transformers, 47 s with vLLM (4.5x), but the "
+    "full-weight update takes 277-313 s either way, so the step falls only from 487 s to "
+    "361 s (1.35x), short of the 3x at which the 4x-step Sokoban arm was to be rerun. The "
+    "update bounds it (`docs/benchmarks.md`, vLLM vs transformers).", ""]
 
 def report(setups: list[Setup], cache: Path, command: str, out: Path,
            records: Path | None = None, scaled_setups: list[Setup] | None = None,
