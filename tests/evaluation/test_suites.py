@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import pytest
 import yaml
 
@@ -150,3 +152,13 @@ def test_max_turns_override_never_lengthens_episodes():
     suite = get_suite("all-local").with_overrides(max_turns=4)
     turns = {e.name: e.max_turns for e in suite.entries}
     assert turns["sokoban"] == 4 and turns["mental-math"] == 2  # MentalMath's own limit is 2
+
+
+@pytest.mark.parametrize("filename,prefix,suffix", [("bfcl_nonlive.yaml", "Non-Live", ""),
+                                                    ("bfcl_live_ast.yaml", "Live", "AST")])
+def test_bfcl_subset_suites_are_the_single_turn_suites_entries(filename, prefix, suffix):
+    subset = load_suite_file(Path(__file__).parents[2] / "benchmarks" / filename).resolve()
+    full = get_suite("bfcl-single-turn").resolve()
+    wanted = [e for e in full.entries if e.name.startswith(prefix) and e.name.endswith(suffix)]
+    key = [(e.env, e.name, e.seeds, e.rollouts, e.kwargs) for e in subset.entries]
+    assert key == [(e.env, e.name, e.seeds, e.rollouts, e.kwargs) for e in wanted]
