@@ -45,7 +45,7 @@ stage export runs/function_calls_model \
     agentgym export runs/function_calls --out runs/function_calls_model --merge
 for pair in sft:sft_function_calls/model rl:function_calls_model; do
     out=runs/eval/$TAG-${pair%%:*}
-    stage "eval ${pair%%:*}" "$out/.complete" bash -c "agentgym eval --suite $SUITE \
+    stage "eval ${pair%%:*} ($TAG)" "$out/.complete" bash -c "agentgym eval --suite $SUITE \
         --policy vllm:runs/${pair#*:} --temperature 0 --max-tokens 320 --out $out && touch $out/.complete"
     python -m agentgym.envs.bfcl.leaderboard "$out"
 done

@@ -43,28 +43,31 @@ FUNCTION_CALLING = [
     "Function calling, single turn (`docs/bfcl.md`): SmolLM2-135M-Instruct trained on tasks "
     "agentgym generates (`agentgym/FunctionCalls-v0`, never BFCL's data; a one-epoch LoRA "
     "warm start on 768 expert replies, then 12 GRPO steps of 8 x 8 samples rewarded by BFCL's "
-    "AST checker), scored by BFCL's own checker on its fixed sample of 20 entries a category "
-    "(bfcl-eval 2026.3.23, BFCL V4 data), beside published BFCL V4 rows (their Non-Live AST "
-    "also averages Java and JavaScript into simple; here Python only, on a sample). "
-    "Reproduce (resumable):\n\n    bash benchmarks/bfcl_recipe.sh\n",
-    "| model | Non-Live AST | Non-Live Irrelevance | Live Simple AST |",
-    "|---|---:|---:|---:|",
-    "| SmolLM2-135M-Instruct, base | 0.0 | 95.0 | 0.0 |",
-    "| + warm start on generated tasks | 16.3 | 0.0 | 15.0 |",
-    "| + GRPO on generated tasks | 10.0 | 20.0 | 20.0 |",
-    "| Granite-4.0-350m (published) | 67.92 | | |",
-    "| Hammer2.1-0.5b (published) | 65.98 | | |",
-    "| Qwen3-0.6B (FC) (published) | 71.79 | | |", "",
+    "AST checker), scored by BFCL's own checker (bfcl-eval 2026.3.23, BFCL V4 data) on every "
+    "non-live entry and on its fixed sample of 20 entries a category, beside published BFCL V4 "
+    "rows (their Non-Live AST also averages Java and JavaScript into simple; here Python "
+    "only). Reproduce (resumable; `SUITE=benchmarks/bfcl_nonlive.yaml` for every non-live "
+    "entry):\n\n    bash benchmarks/bfcl_recipe.sh\n",
+    "| model | Non-Live AST, all 1,000 | Non-Live Irrelevance, all 240 | Non-Live AST, "
+    "sample of 80 | Live Simple AST, sample of 20 |",
+    "|---|---:|---:|---:|---:|",
+    "| SmolLM2-135M-Instruct, base | not run | not run | 0.0 | 0.0 |",
+    "| + warm start on generated tasks | 13.6 | 7.5 | 16.3 | 15.0 |",
+    "| + GRPO on generated tasks | 10.0 | 12.5 | 10.0 | 20.0 |",
+    "| Granite-4.0-350m (published) | 67.92 | | | |",
+    "| Hammer2.1-0.5b (published) | 65.98 | | | |",
+    "| Qwen3-0.6B (FC) (published) | 71.79 | | | |", "",
     "Imitation taught the calls; RL after it did not add (held-out success on 200 generated "
-    "test tasks 29.5% → 26.0%, -3.5 points, 95% interval -8.0 to +1.0): sampled at T = 1 half "
-    "the warm start's replies do not parse and 62% of groups carried no signal (AMD EPYC, "
-    "2 cores, load average about 2).", "",
+    "test tasks 29.5% → 26.0%, -3.5 points, 95% interval -8.0 to +1.0) and lost BFCL's "
+    "parallel calls (17 of 200 to none): sampled at T = 1 half the warm start's replies do not "
+    "parse and 62% of groups carried no signal (AMD EPYC, 2 cores, load average about 2).", "",
     "Would vLLM's faster generation let this study run at four times the steps? One Sokoban "
     "step of `examples/train_sokoban.yaml` (16 episodes, about 101.6k trained tokens) on AMD "
     "EPYC, 2 cores: generation 210 s with transformers, 47 s with vLLM (4.5x), but the "
     "full-weight update takes 277-313 s either way, so the step falls only from 487 s to "
     "361 s (1.35x), short of the 3x at which the 4x-step Sokoban arm was to be rerun. The "
     "update bounds it (`docs/benchmarks.md`, vLLM vs transformers).", ""]
+
 
 def report(setups: list[Setup], cache: Path, command: str, out: Path,
            records: Path | None = None, scaled_setups: list[Setup] | None = None,
