@@ -35,12 +35,11 @@ stage expert runs/function_calls_expert.jsonl \
     agentgym rollout agentgym/FunctionCalls-v0 --policy expert --episodes 768 --seed 0 \
     --kw split=train --out runs/function_calls_expert.jsonl
 # the RL stage's held-out "before" is the warm start's score, so SFT skips its own evaluation
+resume() { [ -d "$1/checkpoints" ] && echo --resume || true; }  # go on from a checkpoint
 stage sft runs/sft_function_calls/model \
-    agentgym sft examples/sft_function_calls.yaml env.eval_seeds=0
-resume=()
-[ -d runs/function_calls/checkpoints ] && resume=(--resume)
+    agentgym sft examples/sft_function_calls.yaml env.eval_seeds=0 $(resume runs/sft_function_calls)
 stage rl runs/function_calls/heldout/step-12.json \
-    agentgym train examples/function_calls.yaml "${resume[@]}"
+    agentgym train examples/function_calls.yaml $(resume runs/function_calls)
 stage export runs/function_calls_model \
     agentgym export runs/function_calls --out runs/function_calls_model --merge
 for pair in sft:sft_function_calls/model rl:function_calls_model; do
