@@ -53,7 +53,7 @@ FUNCTION_CALLING = [
     "|---|---:|---:|---:|---:|",
     "| SmolLM2-135M-Instruct, base | not run | not run | 0.0 | 0.0 |",
     "| + warm start on generated tasks | 13.6 | 7.5 | 16.3 | 15.0 (all 258: 19.4) |",
-    "| + GRPO on generated tasks | 10.0 | 12.5 | 10.0 | 20.0 |",
+    "| + GRPO on generated tasks | 10.0 | 12.5 | 10.0 | 20.0 (all 258: 19.4) |",
     "| Granite-4.0-350m (published) | 67.92 | | | |",
     "| Hammer2.1-0.5b (published) | 65.98 | | | |",
     "| Qwen3-0.6B (FC) (published) | 71.79 | | | |", "",
