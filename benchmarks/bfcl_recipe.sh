@@ -10,7 +10,8 @@
 # checkpoint and evaluation from the episodes it recorded. Each stage's wall time, the machine
 # and the load average go to runs/bfcl_recipe.tsv.
 #   bash benchmarks/bfcl_recipe.sh                  # BFCL's fixed sample (212 entries)
-#   SUITE=bfcl-single-turn bash benchmarks/bfcl_recipe.sh   # every single-turn entry
+#   SUITE=benchmarks/bfcl_nonlive.yaml bash benchmarks/bfcl_recipe.sh   # every non-live entry
+#   SUITE=benchmarks/bfcl_live_ast.yaml bash benchmarks/bfcl_recipe.sh  # every live AST entry
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -38,7 +39,9 @@ stage expert runs/function_calls_expert.jsonl \
 resume() { [ -d "$1/checkpoints" ] && echo --resume || true; }  # go on from a checkpoint
 stage sft runs/sft_function_calls/model \
     agentgym sft examples/sft_function_calls.yaml env.eval_seeds=0 $(resume runs/sft_function_calls)
-stage rl runs/function_calls/heldout/step-12.json \
+# the RL run is done once its last step's held-out evaluation is written
+steps=$(python -c "import yaml; print(yaml.safe_load(open('examples/function_calls.yaml'))['steps'])")
+stage rl "runs/function_calls/heldout/step-$steps.json" \
     agentgym train examples/function_calls.yaml $(resume runs/function_calls)
 stage export runs/function_calls_model \
     agentgym export runs/function_calls --out runs/function_calls_model --merge
