@@ -7,7 +7,7 @@ Thursday") or its place in the day ("my last meeting on Monday").
 
 Tools, as a calendar API would give them:
 
-- ``list_events(day)``: the day's meetings, one a line: id, start-end time, title;
+- ``list_events(day)``: the day's meetings, one a line: start-end time, title, id;
 - ``get_event(event_id)``: one meeting's title, time, room and organizer.
 
 The answer is written as ``<answer>...</answer>``, which ends the episode. Organizers and
@@ -20,7 +20,10 @@ earlier steps are not scored (``None``). An unknown day or event id is an observ
 
 Tasks: ``split="train"`` and ``split="test"`` draw calendars from disjoint random streams
 (the split is part of the generator's seed), so held-out tasks are never training tasks.
-The expert (``--policy expert``) makes the two calls a careful assistant makes, then answers.
+The expert (``--policy expert``) makes the two calls a careful assistant makes, then answers;
+before opening the meeting it cites the listing's line from the words the question named it
+by (the time or the title), so a model that imitates it copies the id from the end of a line
+it has just matched rather than picking one of four or five ids at once.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ import numpy as np
 
 from agentgym.errors import ConfigError
 from agentgym.tool_env import EpisodeState, Task, ToolEnv
-from agentgym.types import ToolCall
+from agentgym.types import Message, ToolCall
 
 SPLITS = ("train", "test")
 DAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday")
@@ -120,7 +123,7 @@ def _week(state: EpisodeState) -> Mapping[str, list[dict[str, str]]]:
 
 
 def list_events(day: str, state: EpisodeState) -> str:
-    """List the meetings on one day of this week: id, start-end time and title of each.
+    """List the meetings on one day of this week: start-end time, title and id of each.
 
     Args:
         day: A weekday, e.g. "Monday".
@@ -129,7 +132,12 @@ def list_events(day: str, state: EpisodeState) -> str:
     name = day.strip().capitalize()
     if name not in DAYS:
         raise ValueError(f"no day {day!r}; the days are {', '.join(DAYS)}")
-    return "\n".join(f"{e['id']} {e['start']}-{e['end']} {e['title']}" for e in _week(state)[name])
+    return "\n".join(_line(e) for e in _week(state)[name])
+
+
+def _line(e: Mapping[str, str]) -> str:
+    """A meeting as list_events shows it; the id last, after what questions name it by."""
+    return f"{e['start']}-{e['end']} {e['title']} {e['id']}"
 
 
 def get_event(event_id: str, state: EpisodeState) -> str:
@@ -175,3 +183,19 @@ class CalendarEnv(ToolEnv):
 
     def _task(self, seed: int) -> Task:
         return make_task(self.split, seed)
+
+    def expert_action(self) -> Message:
+        """The two calls and the answer; the call that opens the meeting cites its line first.
+
+        The citation runs from the title on when the question names the title, else whole.
+        """
+        action = super().expert_action()
+        assert self.task is not None
+        if self.turn != 1:
+            return action
+        event = next(e for events in self.task.data["week"].values() for e in events
+                     if e["id"] == self.task.data["event"])
+        line = _line(event)
+        if self.task.data["selector"] == "title":
+            line = line[line.index(event["title"]):]
+        return Message("assistant", line, action.tool_calls)

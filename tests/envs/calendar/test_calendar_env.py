@@ -1,5 +1,6 @@
 """Calendar: generated weeks, why every question needs both tools, the expert, mistakes, splits."""
 
+import re
 import warnings
 
 import gymnasium
@@ -84,6 +85,30 @@ async def test_expert_solves_with_two_calls_then_an_answer():
             assert rewards == [None, None, 1.0] and r.terminated and r.info["success"]
 
 
+async def test_expert_cites_the_line_it_opens_from_the_question_s_words():
+    """Before get_event, the expert quotes the listing's line of the meeting it opens: from
+    the title on when the question names the title, whole otherwise (it starts with the
+    time a time question names)."""
+    seen = set()
+    for seed in range(60):
+        env = agentgym.make(ENV)
+        await env.reset(seed=seed)
+        listing = (await env.step(env.expert_action())).observation[0].content
+        opening = env.expert_action()
+        cited, event_id = opening.content, opening.tool_calls[0].arguments["event_id"]
+        line = next(x for x in listing.splitlines() if x.endswith(event_id))
+        how = env.task.data["selector"]
+        seen.add(how)
+        assert line.endswith(cited) and cited.endswith(" " + event_id)
+        if how == "title":
+            assert cited.split(" ev-")[0] in env.task.prompt
+        else:
+            assert cited == line
+        if how == "time":
+            assert cited[:5] in env.task.prompt
+    assert seen == {"time", "title", "position"}
+
+
 async def test_the_wrong_meeting_or_a_guess_scores_zero():
     env = agentgym.make(ENV)
     await env.reset(seed=5)
@@ -122,7 +147,8 @@ async def test_day_names_are_read_loosely():
     env = agentgym.make(ENV)
     await env.reset(seed=0)
     r = await env.step(call("list_events", day=" monday "))
-    assert r.valid and r.observation[0].content.startswith("ev-")
+    first = r.observation[0].content.splitlines()[0]
+    assert r.valid and re.fullmatch(r"\d\d:\d\d-\d\d:\d\d .+ ev-\d{4}", first)
 
 
 async def test_turn_limit_truncates_without_success():
