@@ -98,13 +98,18 @@ def report(setups: list[Setup], cache: Path, command: str, out: Path,
              "and at what cost (how much imitation, forward-pass size and gradient "
              "checkpointing, vLLM generation, what RL adds after imitation), is in "
              "`docs/agent-job.md`, with the runs that show it. What it found there, one seed "
-             "a run: imitation teaches the tools (a three-epoch warm start on 64 expert "
-             "episodes: 0% to 28.5% held-out success), and RL after it has not moved held-out "
-             "success beyond noise (+4.0 points, 95% interval -5.5 to +13.5). On tuning tasks, "
-             "a five-times learning rate broke the policy within six steps, dynamic sampling "
-             "refilled half the groups without signal with no gain, and a one-epoch warm "
-             "start left sampled rollouts no success to learn from: exploration over the one "
-             "choice that decides an episode bounds RL there, not the estimator.", "",
+             "a run: imitation teaches the tools and, once the expert cites the line of the "
+             "meeting it opens, most of the choice of meeting (a three-epoch warm start on 64 "
+             "expert episodes: 0% to 58.5% held-out success; 28.5% without the citation). RL "
+             "after it has not helped: the job's 10 steps moved held-out success by -20.0 "
+             "points (95% interval -28.5 to -12.0), unlearning the warm start's fallback to "
+             "the last line of a day's list rather than learning which line the question "
+             "names, and a run of the same command judged on tuning tasks by +1.0 (-10.0 to "
+             "+12.0). Earlier, on tuning tasks, a five-times learning rate broke the policy "
+             "within six steps, dynamic sampling refilled half the groups without signal with "
+             "no gain, and a one-epoch warm start left sampled rollouts no success to learn "
+             "from: at this budget RL does not teach the one choice that decides an episode, "
+             "whatever the estimator.", "",
              *FUNCTION_CALLING]
     rl = [u for s in setups for u in units(s, cache, records) if u.kind == "rl"]
     finished = sum(u.done for u in rl)
