@@ -99,7 +99,7 @@ def report(setups: list[Setup], cache: Path, command: str, out: Path,
              "checkpointing, vLLM generation, what RL adds after imitation), is in "
              "`docs/agent-job.md`, with the runs that show it. What it found there, one seed "
              "a run: imitation teaches the tools and, once the expert cites the line of the "
-             "meeting it opens, most of the choice of meeting (a three-epoch warm start on 64 "
+             "meeting it opens, much of the choice of meeting (a three-epoch warm start on 64 "
              "expert episodes: 0% to 58.5% held-out success; 28.5% without the citation). RL "
              "after it has not helped: the job's 10 steps moved held-out success by -20.0 "
              "points (95% interval -28.5 to -12.0) and, with a second seed, +3.5 (-4.5 to "
