@@ -21,9 +21,9 @@ earlier steps are not scored (``None``). An unknown day or event id is an observ
 Tasks: ``split="train"`` and ``split="test"`` draw calendars from disjoint random streams
 (the split is part of the generator's seed), so held-out tasks are never training tasks.
 The expert (``--policy expert``) makes the two calls a careful assistant makes, then answers;
-before opening the meeting it cites the listing's line from the words the question named it
-by (the time or the title), so a model that imitates it copies the id from the end of a line
-it has just matched rather than picking one of four or five ids at once.
+before opening the meeting it cites the listing's line (from the title on when the question
+names the title, the whole line otherwise), so a model that imitates it copies the id from
+the end of a line it has just matched rather than picking one of four or five ids at once.
 """
 
 from __future__ import annotations
