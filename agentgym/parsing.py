@@ -235,8 +235,11 @@ _HARMONY_RE = re.compile(r"to=functions\.([^\s<]{0,200})(.{0,200}?)<\|message\|>
 _FUNCTION_RE = re.compile(r"<function=([^>\n]{0,200})>(.*?)(?:</function>|\Z)", re.DOTALL)
 _PARAMETER_RE = re.compile(r"<parameter=([^>\n]{0,200})>(.*?)(?:</parameter>|(?=<parameter=)|\Z)",
                            re.DOTALL)
-_PYTHONIC_RE = re.compile(r"^\s*(?:<\|python_start\|>|<\|python_tag\|>)?\s*(\[\s*[A-Za-z_][\w.]*"
-                          r"\s*\(.*\])\s*(?:<\|python_end\|>)?\s*$", re.DOTALL)
+# Matched against the stripped reply with its markers cut off: a leading or trailing ``\s*`` in
+# the pattern itself backtracks quadratically on a reply that is a long run of whitespace.
+_PYTHONIC_RE = re.compile(r"\[\s*[A-Za-z_][\w.]*\s*\(.*\]", re.DOTALL)
+_PYTHONIC_STARTS = ("<|python_start|>", "<|python_tag|>")
+_PYTHONIC_END = "<|python_end|>"
 
 
 def _read_mistral(text: str) -> list[Item] | None:
@@ -320,14 +323,19 @@ def _qwen3_coder_block(raw: str) -> Item:
 
 
 def _read_pythonic(text: str) -> list[Item] | None:
-    match = _PYTHONIC_RE.match(text)
-    if match is None:
+    body = text.strip()
+    for start in _PYTHONIC_STARTS:
+        if body.startswith(start):
+            body = body[len(start):].lstrip()
+            break
+    if body.endswith(_PYTHONIC_END):
+        body = body[:-len(_PYTHONIC_END)].rstrip()
+    if _PYTHONIC_RE.fullmatch(body) is None:
         return None
     try:
-        node = ast.parse(match.group(1), mode="eval").body
+        node = ast.parse(body, mode="eval").body
     except (SyntaxError, ValueError, MemoryError, RecursionError) as exc:
-        return [f"cannot read the list of calls ({type(exc).__name__}): "
-                f"{_snippet(match.group(1))}"]
+        return [f"cannot read the list of calls ({type(exc).__name__}): {_snippet(body)}"]
     if not isinstance(node, ast.List):
         return None
     return [_call_from_action(ast.unparse(el)) if isinstance(el, ast.Call) else

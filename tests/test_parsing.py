@@ -198,6 +198,20 @@ def test_degenerate_text_is_fast(text: str) -> None:
     assert out.calls == ()
 
 
+
+@pytest.mark.parametrize("text", [
+    "\r\n" * 100_000, " " * 200_000, "[" + " " * 200_000,
+    " " * 100_000 + "[f(x=1)]x" + " " * 100_000,
+], ids=lambda t: f"{t[:4]!r}x{len(t)}")
+def test_whitespace_walls_are_fast_in_every_format(text: str) -> None:
+    """A pattern that opens and closes with competing ``\\s*`` backtracks quadratically on a
+    long run of whitespace (minutes for 200,000 characters): every format reads it at once."""
+    start = time.perf_counter()
+    out = parse_tool_calls(text, FORMATS)
+    assert time.perf_counter() - start < 1.5
+    assert out.calls == ()
+
+
 # -- fuzz ----------------------------------------------------------------------------------
 FRAGMENTS = ["<tool_call>", "</tool_call>", "<action>", "</action>", "{", "}", "[", "]", "(",
              ")", "=", ":", ",", '"', '"name"', '"arguments"', '"parameters"', '"function"',
