@@ -112,7 +112,7 @@ def test_sft_held_out_evaluation_runs_on_the_engine_with_the_trained_weights(tmp
 
     env = {"id": "agentgym/Sokoban-v0", "kwargs": {"max_steps_generation": 10}}
     trajs = asyncio.run(run_groups(lambda: agentgym.make(env["id"], **env["kwargs"]),
-                                   ScriptedAgent(), range(100, 112), RolloutConfig(),
+                                   ScriptedAgent(), range(100, 106), RolloutConfig(),
                                    env_id=env["id"]))
     write_trajectories(tmp_path / "expert.jsonl", trajs)
     config = from_dict(SFTConfig, {
