@@ -198,7 +198,6 @@ def test_degenerate_text_is_fast(text: str) -> None:
     assert out.calls == ()
 
 
-
 @pytest.mark.parametrize("text", [
     "\r\n" * 100_000, " " * 200_000, "[" + " " * 200_000,
     " " * 100_000 + "[f(x=1)]x" + " " * 100_000,
