@@ -5,7 +5,7 @@
 #   2. LoRA warm start (SFT)   runs/sft_function_calls/model
 #   3. GRPO on generated tasks runs/function_calls (held-out success before/after printed)
 #   4. merged RL model         runs/function_calls_model
-#   5. BFCL evaluation of the warm start and of the RL model, leaderboard tables
+#   5. BFCL evaluation of the base model, the warm start and the RL model, leaderboard tables
 # Resumable: a stage whose output exists is skipped, training resumes from its latest
 # checkpoint and evaluation from the episodes it recorded. Each stage's wall time, the machine
 # and the load average go to runs/bfcl_recipe.tsv.
@@ -45,10 +45,11 @@ stage rl "runs/function_calls/heldout/step-$steps.json" \
     agentgym train examples/function_calls.yaml $(resume runs/function_calls)
 stage export runs/function_calls_model \
     agentgym export runs/function_calls --out runs/function_calls_model --merge
-for pair in sft:sft_function_calls/model rl:function_calls_model; do
+# the base model (smollm2: the embedded SmolLM2-135M-Instruct), the warm start, the RL model
+for pair in base:smollm2 sft:runs/sft_function_calls/model rl:runs/function_calls_model; do
     out=runs/eval/$TAG-${pair%%:*}
     stage "eval ${pair%%:*} ($TAG)" "$out/.complete" bash -c "agentgym eval --suite $SUITE \
-        --policy vllm:runs/${pair#*:} --temperature 0 --max-tokens 320 --out $out && touch $out/.complete"
+        --policy vllm:${pair#*:} --temperature 0 --max-tokens 320 --out $out && touch $out/.complete"
     python -m agentgym.envs.bfcl.leaderboard "$out"
 done
 cat "$TIMES"
