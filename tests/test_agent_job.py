@@ -65,8 +65,8 @@ def test_the_job_is_expert_demos_then_sft_then_train() -> None:
 def test_the_job_prints_the_figures_its_runs_recorded(tmp_path: Path, tiny_model_dir: Path
                                                       ) -> None:
     pytest.importorskip("torch")
-    from agentgym.cli import held_out_line
     from agentgym.trainers.heldout import gain_line, gain_metrics, read_outcomes
+    from agentgym.trainers.train_cli import held_out_line
 
     rollout, sft, train = job_commands()
     demos, sft_dir, rl_dir = tmp_path / "expert.jsonl", tmp_path / "sft", tmp_path / "rl"

@@ -51,8 +51,8 @@ def test_a_live_bar_on_a_terminal_names_the_phase() -> None:
 
 
 def test_jsonl_tail_reports_each_complete_line(tmp_path) -> None:
-    from agentgym.cli import held_out_line
     from agentgym.phases import JsonlTail
+    from agentgym.trainers.train_cli import held_out_line
 
     path = tmp_path / "metrics.jsonl"
     seen: list[str | None] = []

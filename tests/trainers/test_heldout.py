@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from agentgym.cli import held_out_line
 from agentgym.trainers.heldout import gain_metrics, paired_gain, read_outcomes, run_gain
+from agentgym.trainers.train_cli import held_out_line
 
 
 def test_paired_gain_of_a_clear_improvement_excludes_zero():
