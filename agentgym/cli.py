@@ -1,5 +1,4 @@
-"""The ``agentgym`` command line: list envs, play one, record rollouts, score advantages,
-serve a policy.
+"""The ``agentgym`` command line: envs, play, rollout, advantages, serve, and the rest.
 
 The other commands live beside what they run and are registered below: train, sft and
 export (:mod:`agentgym.trainers.train_cli`), eval, compare and view
