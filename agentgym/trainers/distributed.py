@@ -39,6 +39,7 @@ from agentgym.errors import ConfigError
 from agentgym.trainers.batching import MicroBatch, Sample, micro_batches
 from agentgym.trainers.config import TrainConfig
 from agentgym.trainers.loss import token_logprobs
+from agentgym.trainers.precision import training_precision
 from agentgym.trainers.update import Learner, Stats, UpdateConfig, ppo_update
 
 
@@ -259,8 +260,9 @@ class FSDPUpdater:
             ids = torch.tensor([samples[i].input_ids], device=device)
             mask = torch.zeros((1, ids.shape[1] - 1), device=device)
             mask[0, samples[i].prompt_len - 1:] = 1.0  # completion targets only
-            logprobs, _ = token_logprobs(learner.model, ids, torch.ones_like(ids),
-                                         config.temperature, mask=mask)
+            with training_precision(device, config.optim.autocast):
+                logprobs, _ = token_logprobs(learner.model, ids, torch.ones_like(ids),
+                                             config.temperature, mask=mask)
             if k < len(mine):
                 found[i] = tuple(logprobs[0, samples[i].prompt_len - 1:].float().tolist())
         everyone: list[Any] = [None] * self.world

@@ -46,6 +46,7 @@ from agentgym.trainers.lora import with_lora
 from agentgym.trainers.loss import packed_token_logprobs, token_logprobs
 from agentgym.trainers.metrics import MetricsLog
 from agentgym.trainers.models import checkpoint_activations, export_model, load_trained_model
+from agentgym.trainers.precision import Autocast, training_precision
 from agentgym.trainers.preflight import check_model
 from agentgym.trainers.sft_config import SFTConfig, SFTOptimConfig
 from agentgym.trainers.sft_data import demonstration_samples, load_demonstrations
@@ -80,8 +81,8 @@ def batches(episodes: Sequence[str], optim: SFTOptimConfig, seed: int) -> list[l
 
 
 def nll_step(model: torch.nn.Module, batch: Sequence[Sample], *, budget: int, pad_id: int,
-             device: torch.device | str, backward: bool = True, pack: bool = False
-             ) -> tuple[float, int]:
+             device: torch.device | str, backward: bool = True, pack: bool = False,
+             autocast: Autocast = "none") -> tuple[float, int]:
     """The token-mean NLL of ``batch`` (gradients accumulated when ``backward``).
 
     Returns:
@@ -92,7 +93,7 @@ def nll_step(model: torch.nn.Module, batch: Sequence[Sample], *, budget: int, pa
     score = packed_token_logprobs if pack else token_logprobs
     for mb in micro_batches(list(batch), budget, pad_id, pack=pack):
         mb = mb.to(device)
-        with torch.set_grad_enabled(backward):
+        with torch.set_grad_enabled(backward), training_precision(device, autocast):
             logp, _ = score(model, mb.input_ids, mb.attention_mask, 1.0,
                                      mask=mb.loss_mask)
             loss = -(logp * mb.loss_mask).sum() / max(total, 1)
@@ -209,7 +210,8 @@ async def _run(config: SFTConfig, model: Any, optimizer: torch.optim.Optimizer,
             loss, tokens = nll_step(model, [samples[i] for i in plan[state.step]],
                                     budget=config.optim.max_tokens_per_micro_batch,
                                     pad_id=pad_id, device=policy.device,
-                                    pack=config.optim.pack_prefixes)
+                                    pack=config.optim.pack_prefixes,
+                                    autocast=config.optim.autocast)
             norm = float(torch.nn.utils.clip_grad_norm_(params, clip))
             check_update(state.step + 1, loss, norm)  # NaN/inf: stop before the weights
             optimizer.step()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from agentgym.errors import ConfigError
 from agentgym.trainers.config import (
@@ -78,6 +79,9 @@ class SFTOptimConfig:
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass (less memory, about a third more compute),
     as ``optim.gradient_checkpointing`` of train."""
+    autocast: Literal["none", "bfloat16"] = "none"
+    """``bfloat16``: the passes under bf16 autocast, weights kept float32, as
+    ``optim.autocast`` of train."""
 
     def __post_init__(self) -> None:
         for name in ("epochs", "batch_size", "max_tokens_per_micro_batch"):

@@ -35,6 +35,7 @@ from agentgym.trainers.config import LossConfig, OptimConfig, TrainConfig
 from agentgym.trainers.finite import check_update, check_weights
 from agentgym.trainers.loss import LossStats, packed_token_logprobs, ppo_clip_loss, token_logprobs
 from agentgym.trainers.metrics import weighted_mean
+from agentgym.trainers.precision import Autocast, training_precision
 
 Stats = list[tuple[dict[str, Any], float]]
 """Per micro-batch loss statistics with their token weights (for a weighted mean)."""
@@ -146,7 +147,8 @@ class OneProcess:
                                  budget=config.optim.max_tokens_per_micro_batch,
                                  pad_id=learner.pad_token_id, device=learner.device,
                                  temperature=config.temperature,
-                                 pack=config.optim.pack_prefixes)
+                                 pack=config.optim.pack_prefixes,
+                                 autocast=config.optim.autocast)
 
 
 ONE_PROCESS = OneProcess()
@@ -354,12 +356,13 @@ def micro_batch_loss(learner: Learner, mb: MicroBatch, config: UpdateConfig
     """The policy loss of one micro-batch (already on the learner's device)."""
     cfg = config.loss
     score = packed_token_logprobs if config.optim.pack_prefixes else token_logprobs
-    logprobs, entropy = score(learner.model, mb.input_ids, mb.attention_mask,
-                              config.temperature, with_entropy=cfg.entropy_coef > 0,
-                              mask=mb.loss_mask)
+    with training_precision(learner.device, config.optim.autocast):
+        logprobs, entropy = score(learner.model, mb.input_ids, mb.attention_mask,
+                                  config.temperature, with_entropy=cfg.entropy_coef > 0,
+                                  mask=mb.loss_mask)
     ref = None
     if learner.reference is not None:  # None at KL weight 0: no second model in memory
-        with torch.no_grad():
+        with torch.no_grad(), training_precision(learner.device, config.optim.autocast):
             ref, _ = score(learner.reference, mb.input_ids, mb.attention_mask,
                            config.temperature, mask=mb.loss_mask)
     return ppo_clip_loss(logprobs, mb.old_logprobs, mb.advantages, mb.loss_mask,
@@ -373,7 +376,7 @@ def micro_batch_loss(learner: Learner, mb: MicroBatch, config: UpdateConfig
 @torch.no_grad()
 def proximal_logprobs(model: torch.nn.Module, samples: Sequence[Sample], *, budget: int,
                       pad_id: int, device: torch.device | str, temperature: float,
-                      pack: bool = False) -> list[Sample]:
+                      pack: bool = False, autocast: Autocast = "none") -> list[Sample]:
     """The samples with completion log-probs of ``model``'s current weights (π_prox).
 
     Batched by token budget and scored on completion positions only (the model is asked for
@@ -387,12 +390,15 @@ def proximal_logprobs(model: torch.nn.Module, samples: Sequence[Sample], *, budg
         device: Where the micro-batches go.
         temperature: The sampling temperature.
         pack: Run shared prefixes once (:func:`packed_token_logprobs`).
+        autocast: The update's precision, so that π_prox is scored as the update scores π.
     """
     out = list(samples)
     score = packed_token_logprobs if pack else token_logprobs
     for mb in micro_batches(list(samples), budget, pad_id, pack=pack):
         mb = mb.to(device)
-        logp, _ = score(model, mb.input_ids, mb.attention_mask, temperature, mask=mb.loss_mask)
+        with training_precision(device, autocast):
+            logp, _ = score(model, mb.input_ids, mb.attention_mask, temperature,
+                            mask=mb.loss_mask)
         for row, i in enumerate(mb.sample_indices):
             s = samples[i]  # completion token k is the target of column P + k - 1
             out[i] = replace(s, completion_logprobs=tuple(

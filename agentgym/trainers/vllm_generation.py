@@ -62,7 +62,7 @@ def generation_state(config: TrainConfig, model: Any) -> dict[str, Any]:
 
 
 def vllm_policy(config: TrainConfig) -> Any:
-    """The run's vLLM engine: the model's dtype, the run's seed, LoRA when it trains one."""
+    """The run's vLLM engine: its dtype, the run's seed, LoRA when it trains one."""
     from agentgym.policies.vllm import VLLMPolicy
 
     lora = None
@@ -73,6 +73,7 @@ def vllm_policy(config: TrainConfig) -> Any:
     if config.model.device != "cpu" and config.model.device != "cuda":
         raise ConfigError(f"model.generation=vllm runs on 'cpu' or 'cuda', got "
                           f"model.device={config.model.device!r}")
-    return VLLMPolicy(engine_folder(config), dtype=config.model.dtype, seed=config.seed,
+    return VLLMPolicy(engine_folder(config), dtype=config.model.vllm_dtype or config.model.dtype,
+                      seed=config.seed,
                       max_num_seqs=config.model.max_batch_size, lora=lora,
                       kv_cache_gib=config.model.vllm_kv_cache_gib)

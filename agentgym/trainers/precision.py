@@ -1,0 +1,29 @@
+"""Mixed precision for the training passes: ``optim.autocast`` of train and sft.
+
+Under ``torch.autocast(dtype=bfloat16)`` the matrix products of the forward pass (and so of
+its backward) run in bfloat16 while the weights, their gradients and the optimizer's state
+stay float32; the log-softmax over the vocabulary is still taken in float32
+(:mod:`agentgym.trainers.loss` promotes the logits). On a CPU with AVX512-BF16 this runs a
+LoRA update of SmolLM2-135M shaped like the agent job's 1.49x as fast in 77% of the memory
+(benchmarks/update_precision.py; 1.11x inside the job, beside its vLLM engine); on a GPU it
+is the usual bf16 mixed-precision training. One update's gradient agrees with float32's, yet
+the agent job's RL collapsed under it within five steps where float32 runs never did
+(docs/agent-job.md, runs 19 and 20).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Literal
+
+import torch
+
+Autocast = Literal["none", "bfloat16"]
+
+
+def training_precision(device: torch.device | str, autocast: Autocast
+                       ) -> contextlib.AbstractContextManager[object]:
+    """A context for a training pass on ``device``: bf16 autocast, or nothing."""
+    if autocast == "none":
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16)
