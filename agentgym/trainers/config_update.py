@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agentgym.errors import ConfigError
+from agentgym.trainers.precision import Autocast
 from agentgym.trainers.supo import SUPOOptions
 
 MAX_LR = 1.0
@@ -166,7 +167,7 @@ class OptimConfig:
     for a forward pass whose memory no longer grows with every layer's activations, so
     larger micro-batches fit (more shared prefixes computed once). Measured in
     docs/agent-job.md."""
-    autocast: Literal["none", "bfloat16"] = "none"
+    autocast: Autocast = "none"
     """``bfloat16``: forward and backward passes of the update (and the recomputed
     log-probs) under bf16 autocast, weights and optimizer state kept float32; faster and
     smaller where the hardware has bf16 (agentgym/trainers/precision.py). The agent job's

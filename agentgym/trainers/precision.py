@@ -14,16 +14,21 @@ the agent job's RL collapsed under it within five steps where float32 runs never
 from __future__ import annotations
 
 import contextlib
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 Autocast = Literal["none", "bfloat16"]
+"""The choices of ``optim.autocast`` (this module imports torch only when a pass runs, so the
+configs that name this type load without it)."""
 
 
 def training_precision(device: torch.device | str, autocast: Autocast
                        ) -> contextlib.AbstractContextManager[object]:
     """A context for a training pass on ``device``: bf16 autocast, or nothing."""
+    import torch
+
     if autocast == "none":
         return contextlib.nullcontext()
     return torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16)

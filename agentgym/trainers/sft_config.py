@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
 from agentgym.errors import ConfigError
 from agentgym.trainers.config import (
@@ -24,6 +23,7 @@ from agentgym.trainers.config import (
     from_dict,
     read_config_file,
 )
+from agentgym.trainers.precision import Autocast
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,7 @@ class SFTOptimConfig:
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass (less memory, about a third more compute),
     as ``optim.gradient_checkpointing`` of train."""
-    autocast: Literal["none", "bfloat16"] = "none"
+    autocast: Autocast = "none"
     """``bfloat16``: the passes under bf16 autocast, weights kept float32, as
     ``optim.autocast`` of train."""
 
