@@ -42,6 +42,28 @@ async def test_gold_replies_score_full_marks(kind, split):
         assert result.info["valid"] and result.info["kind"] == kind
 
 
+async def test_the_expert_writes_a_whole_float_as_the_request_does_and_both_forms_score():
+    """A float parameter drawn as 244.0 is "244" in the request: the gold call says 244."""
+    env = FunctionCallsEnv("simple", "train")
+    seen = 0
+    for seed in range(200):
+        await env.reset(seed=seed)
+        (name, args), = gold(env)
+        fn = next(f for f in FUNCTIONS if f.name.replace(".", "_") == name)
+        whole = {k: v for k, v in args.items()
+                 if fn.param(k).type == "float" and isinstance(v, int | float)
+                 and float(v).is_integer()}
+        if not whole:
+            continue
+        seen += 1
+        assert all(type(v) is int for v in whole.values()), (seed, args)
+        question = env.task.entry["question"][0][-1]["content"]
+        assert all(str(v) in question for v in whole.values()), (seed, question)
+        as_floats = {**args, **{k: float(v) for k, v in whole.items()}}
+        assert (await env.step(reply((name, as_floats)))).reward == 1.0
+    assert seen > 20
+
+
 @pytest.mark.parametrize("kind", ["parallel", "parallel_multiple"])
 async def test_no_task_asks_for_the_same_call_twice(kind):
     env = FunctionCallsEnv(kind, "train")
