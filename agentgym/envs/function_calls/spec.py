@@ -91,12 +91,14 @@ class Param:
         """
         if value is NO_DEFAULT:
             return [""] if self.default is NO_DEFAULT else ["", self.default]
-        accepted = self.accept(value) if self.accept is not None else [value]
-        if self.type == "float" and isinstance(value, float) and value.is_integer() \
-                and self.accept is None:
+        if self.accept is not None:
+            accepted = self.accept(value)
+        elif self.type == "float" and isinstance(value, float) and value.is_integer():
             # the request writes 244.0 as "244" (text()), so the gold call (the first answer)
             # writes it so too; BFCL's Python checker takes an int for a float either way
-            accepted.insert(0, int(value))
+            accepted = [int(value), value]
+        else:
+            accepted = [value]
         if not self.required and self.default is not NO_DEFAULT and value == self.default:
             accepted.append("")  # saying the default aloud leaves the call unchanged
         return accepted
