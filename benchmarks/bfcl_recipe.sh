@@ -33,7 +33,7 @@ stage() {  # stage NAME DONE_PATH COMMAND...: run COMMAND unless DONE_PATH exist
 }
 
 stage expert runs/function_calls_expert.jsonl \
-    agentgym rollout agentgym/FunctionCalls-v0 --policy expert --episodes 768 --seed 0 \
+    agentgym rollout agentgym/FunctionCalls-v0 --policy expert --episodes 2304 --seed 0 \
     --kw split=train --out runs/function_calls_expert.jsonl
 # the RL stage's held-out "before" is the warm start's score, so SFT skips its own evaluation
 resume() { [ -d "$1/checkpoints" ] && echo --resume || true; }  # go on from a checkpoint
