@@ -43,6 +43,7 @@ import numpy as np
 
 from agentgym.envs.bfcl import BFCLSingleTurnEnv
 from agentgym.envs.bfcl.data import CATEGORIES, BFCLTask, bfcl_modules
+from agentgym.envs.function_calls import synth
 from agentgym.envs.function_calls.library import FUNCTIONS, OFF_TOPIC
 from agentgym.envs.function_calls.spec import NO_DEFAULT, Function, fields, join_words
 from agentgym.errors import ConfigError, did_you_mean
@@ -56,6 +57,7 @@ CATEGORY = {"simple": "simple_python", "multiple": "multiple", "parallel": "para
 """The BFCL category each kind is scored as (it picks the checker: one call, any order...)."""
 KIND_OF = {c: k for k, c in CATEGORY.items()}
 SPLITS = ("train", "test")
+FUNCTION_SOURCES = ("curated", "synthesized", "both")
 TEST_PERCENT = 20
 """Share of request-text hash buckets that belong to the ``test`` split."""
 OFF_TOPIC_SHARE = 0.3
@@ -165,17 +167,40 @@ def distinct_calls(fns: Sequence[Function], rng: np.random.Generator) -> list[Ca
     return calls
 
 
+def _same_job(a: Function, b: Function) -> bool:
+    """Whether ``a`` serves the requests ``b`` serves.
+
+    The same function, or (synthesized functions, whose topic is ``module/subject``) another
+    verb or signature of its subject.
+    """
+    return a is b or ("/" in a.topic and a.topic == b.topic)
+
+
+def _area(fn: Function) -> str:
+    """The topic, or a synthesized function's module: functions of one area are near misses."""
+    return fn.topic.split("/")[0]
+
+
 def _functions(rng: np.random.Generator, count: int, pool: Sequence[Function]
                ) -> list[Function]:
-    return [pool[int(i)] for i in rng.choice(len(pool), count, replace=False)]
+    """``count`` functions of ``pool`` that do different jobs.
+
+    A clash is drawn again; the curated library (one function a job) never has one, so its
+    tasks draw as they always did.
+    """
+    for _ in range(_TRIES):
+        fns = [pool[int(i)] for i in rng.choice(len(pool), count, replace=False)]
+        if all(not _same_job(a, b) for i, a in enumerate(fns) for b in fns[:i]):
+            return fns
+    raise RuntimeError(f"no {count} functions of different jobs in {_TRIES} draws")
 
 
-def _distractors(rng: np.random.Generator, fns: Sequence[Function], count: int
-                 ) -> list[Function]:
-    """``count`` other functions, often of the same topic as ``fns[0]`` (harder to tell apart)."""
-    others = [f for f in FUNCTIONS if f not in fns]
-    near = [f for f in others if f.topic == fns[0].topic]
-    far = [f for f in others if f.topic != fns[0].topic]
+def _distractors(rng: np.random.Generator, fns: Sequence[Function], count: int,
+                 pool: Sequence[Function]) -> list[Function]:
+    """``count`` other functions, often of the same area as ``fns[0]`` (harder to tell apart)."""
+    others = [f for f in pool if not any(_same_job(f, g) for g in fns)]
+    near = [f for f in others if _area(f) == _area(fns[0])]
+    far = [f for f in others if _area(f) != _area(fns[0])]
     rng.shuffle(near)  # type: ignore[arg-type]
     rng.shuffle(far)  # type: ignore[arg-type]
     order = near + far if rng.random() < 0.5 else far
@@ -188,50 +213,54 @@ def _weighted(rng: np.random.Generator, weights: Mapping[Any, int]) -> Any:
     return keys[int(rng.choice(len(keys), p=p / p.sum()))]
 
 
-def _generate(kind: str, rng: np.random.Generator
+def _generate(kind: str, rng: np.random.Generator, pool: Sequence[Function]
               ) -> tuple[str, list[Function], list[Call]]:
-    """Request text, offered functions (in offer order) and the calls it asks for."""
+    """Request text, offered functions (in offer order) and the calls it asks for.
+
+    Every function comes from ``pool`` (the curated library or a synthesized split's).
+    """
     if kind == "simple":
-        (fn,) = _functions(rng, 1, FUNCTIONS)
+        (fn,) = _functions(rng, 1, pool)
         (call,) = distinct_calls([fn], rng)
         return call.request, [fn], [call]
     if kind == "multiple":
-        (fn,) = _functions(rng, 1, FUNCTIONS)
+        (fn,) = _functions(rng, 1, pool)
         (call,) = distinct_calls([fn], rng)
-        offered = [fn, *_distractors(rng, [fn], _weighted(rng, {1: 79, 2: 85, 3: 36}))]
+        offered = [fn, *_distractors(rng, [fn], _weighted(rng, {1: 79, 2: 85, 3: 36}), pool)]
         return call.request, [offered[int(i)] for i in rng.permutation(len(offered))], [call]
     if kind == "parallel":
         count = _weighted(rng, {2: 110, 3: 52, 4: 38})
-        fans = [f for f in FUNCTIONS if f.fanout]
+        fans = [f for f in pool if f.fanout]
         if rng.random() < 0.5:
             (fn,) = _functions(rng, 1, fans)
             text, calls = fan_calls(fn, rng, count)
             return text, [fn], calls
-        (fn,) = _functions(rng, 1, FUNCTIONS)
+        (fn,) = _functions(rng, 1, pool)
         calls = distinct_calls([fn] * count, rng)
         return join_requests([c.request for c in calls], rng), [fn], calls
     if kind == "parallel_multiple":
         offer = _weighted(rng, {2: 100, 3: 80, 4: 20})
         count = _weighted(rng, {2: 64, 3: 66, 4: 70})
-        used = _functions(rng, int(rng.integers(2, min(offer, count) + 1)), FUNCTIONS)
+        used = _functions(rng, int(rng.integers(2, min(offer, count) + 1)), pool)
         extra = [used[int(i)] for i in rng.integers(len(used), size=count - len(used))]
         calls = distinct_calls(used + extra, rng)
         calls = [calls[int(i)] for i in rng.permutation(len(calls))]
-        offered = used + _distractors(rng, used, offer - len(used))
+        offered = used + _distractors(rng, used, offer - len(used), pool)
         return (join_requests([c.request for c in calls], rng),
                 [offered[int(i)] for i in rng.permutation(len(offered))], calls)
     if kind == "irrelevance":
         count = 1 if rng.random() < 0.8 else 2
         if rng.random() < OFF_TOPIC_SHARE:
-            template, pool = OFF_TOPIC[int(rng.integers(len(OFF_TOPIC)))]
-            return (template.format(x=pool[int(rng.integers(len(pool)))]),
-                    _functions(rng, count, FUNCTIONS), [])
-        (fn,) = _functions(rng, 1, FUNCTIONS)
+            template, topics = OFF_TOPIC[int(rng.integers(len(OFF_TOPIC)))]
+            return (template.format(x=topics[int(rng.integers(len(topics)))]),
+                    _functions(rng, count, pool), [])
+        (fn,) = _functions(rng, 1, pool)
         (call,) = distinct_calls([fn], rng)
-        near = [f for f in FUNCTIONS if f.topic == fn.topic and f is not fn]
-        pool = near if near and rng.random() < NEAR_MISS_SHARE else [
-            f for f in FUNCTIONS if f.topic != fn.topic]
-        return call.request, _functions(rng, min(count, len(pool)), pool), []
+        near = [f for f in pool if _area(f) == _area(fn) and not _same_job(f, fn)]
+        offer = near if near and rng.random() < NEAR_MISS_SHARE else [
+            f for f in pool if _area(f) != _area(fn)]
+        jobs = len({f.topic if "/" in f.topic else f.name for f in offer})
+        return call.request, _functions(rng, min(count, jobs), offer), []
     raise AssertionError(kind)
 
 
@@ -241,32 +270,41 @@ def in_split(text: str, split: str) -> bool:
     return (bucket < TEST_PERCENT) == (split == "test")
 
 
-def make_task(split: str, seed: int, kind: str = "mixed") -> BFCLTask:
+def make_task(split: str, seed: int, kind: str = "mixed", functions: str = "curated"
+              ) -> BFCLTask:
     """The task of ``seed`` in ``split``, as a BFCL single-turn entry with its ground truth.
 
     Args:
         split: ``"train"`` or ``"test"``.
         seed: Any non-negative integer.
         kind: One of :data:`KINDS`, or ``"mixed"`` (BFCL's proportions).
+        functions: Where the offered functions come from: ``"curated"`` (the library),
+            ``"synthesized"`` (:mod:`.synth`: split by subject, so test tasks offer functions
+            about subjects training never saw) or ``"both"`` (each task one or the other,
+            half and half).
 
     Raises:
-        ConfigError: Unknown split or kind.
+        ConfigError: Unknown split, kind or functions.
 
     Example:
         >>> task = make_task("train", 0, "simple")
         >>> task.category.name, len(task.entry["function"]), len(task.ground_truth)
         ('simple_python', 1, 1)
     """
-    check_args(kind, split)
+    check_args(kind, split, functions)
     rng = np.random.default_rng([_STREAM[split], _STREAM[kind], seed])
     chosen = _weighted(rng, BFCL_COUNTS) if kind == "mixed" else kind
+    # the curated stream draws nothing more, so its tasks stay what they were
+    synthesized = functions == "synthesized" or (functions == "both" and rng.random() < 0.5)
+    pool = synth.pool(split) if synthesized else FUNCTIONS
     for _ in range(_TRIES):
-        text, offered, calls = _generate(chosen, rng)
+        text, offered, calls = _generate(chosen, rng, pool)
         if in_split(text, split):
             break
     else:
         raise RuntimeError(f"no {split} task in {_TRIES} draws")
-    task_id = f"{kind}-{split}-{seed}"
+    task_id = f"{kind}-{split}-{seed}" if functions == "curated" else (
+        f"{functions}-{kind}-{split}-{seed}")
     entry = {"id": task_id, "question": [[{"role": "user", "content": text}]],
              "function": [f.doc() for f in offered]}
     # what BFCL's loader does to each of its entries: the Python hint after every description
@@ -275,13 +313,16 @@ def make_task(split: str, seed: int, kind: str = "mixed") -> BFCLTask:
     return BFCLTask(task_id, CATEGORIES[CATEGORY[chosen]], entry, truth)
 
 
-def check_args(kind: str, split: str) -> None:
-    """Raise :class:`ConfigError` for an unknown ``kind`` or ``split``."""
+def check_args(kind: str, split: str, functions: str = "curated") -> None:
+    """Raise :class:`ConfigError` for an unknown ``kind``, ``split`` or ``functions``."""
     if kind not in ("mixed", *KINDS):
         raise ConfigError(f"kind must be 'mixed' or one of {KINDS}, got {kind!r}"
                           f"{did_you_mean(str(kind), ('mixed', *KINDS)) or ''}")
     if split not in SPLITS:
         raise ConfigError(f"split must be one of {SPLITS}, got {split!r}")
+    if functions not in FUNCTION_SOURCES:
+        raise ConfigError(f"functions must be one of {FUNCTION_SOURCES}, got {functions!r}"
+                          f"{did_you_mean(str(functions), FUNCTION_SOURCES) or ''}")
 
 
 class FunctionCallsEnv(BFCLSingleTurnEnv):
@@ -290,9 +331,12 @@ class FunctionCallsEnv(BFCLSingleTurnEnv):
     Args:
         kind: ``"mixed"`` (BFCL's non-live AST proportions) or one of :data:`KINDS`.
         split: ``"train"`` or ``"test"`` (disjoint request texts).
+        functions: ``"curated"`` (the 55-function library), ``"synthesized"`` (composed
+            signatures, :mod:`.synth`) or ``"both"``; see :func:`make_task`.
 
     Raises:
-        ConfigError: Unknown kind or split; MissingExtraError without ``bfcl-eval``.
+        ConfigError: Unknown kind, split or functions; MissingExtraError without
+            ``bfcl-eval``.
 
     Example:
         >>> import asyncio
@@ -304,16 +348,18 @@ class FunctionCallsEnv(BFCLSingleTurnEnv):
         1.0
     """
 
-    def __init__(self, kind: str = "mixed", split: Literal["train", "test"] = "train") -> None:
-        check_args(kind, split)
+    def __init__(self, kind: str = "mixed", split: Literal["train", "test"] = "train",
+                 functions: Literal["curated", "synthesized", "both"] = "curated") -> None:
+        check_args(kind, split, functions)
         # BFCL's env with a placeholder category: each reset sets the task's own
         super().__init__("simple_python", split)
         self.kind = kind
+        self.functions = functions
 
     def _pick_task(self, seed: int | None, options: Mapping[str, Any]) -> BFCLTask:
         """Generate the task of ``seed`` (a random one without a seed)."""
         index = seed if seed is not None else int(self.np_random.integers(1 << 30))
-        self.task = make_task(self.split, index, self.kind)
+        self.task = make_task(self.split, index, self.kind, self.functions)
         self.category = self.task.category
         return self.task
 
