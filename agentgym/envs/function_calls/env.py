@@ -167,13 +167,17 @@ def distinct_calls(fns: Sequence[Function], rng: np.random.Generator) -> list[Ca
     return calls
 
 
-def _same_job(a: Function, b: Function) -> bool:
-    """Whether ``a`` serves the requests ``b`` serves.
+def _job(fn: Function) -> str:
+    """What ``fn`` does: functions with one job serve the same requests.
 
-    The same function, or (synthesized functions, whose topic is ``module/subject``) another
-    verb or signature of its subject.
+    A curated function's job is its own (its name); a synthesized one's (topic
+    ``module/subject``) is its subject's, whatever its verb or signature.
     """
-    return a is b or ("/" in a.topic and a.topic == b.topic)
+    return fn.topic if "/" in fn.topic else fn.name
+
+
+def _same_job(a: Function, b: Function) -> bool:
+    return _job(a) == _job(b)
 
 
 def _area(fn: Function) -> str:
@@ -259,8 +263,7 @@ def _generate(kind: str, rng: np.random.Generator, pool: Sequence[Function]
         near = [f for f in pool if _area(f) == _area(fn) and not _same_job(f, fn)]
         offer = near if near and rng.random() < NEAR_MISS_SHARE else [
             f for f in pool if _area(f) != _area(fn)]
-        jobs = len({f.topic if "/" in f.topic else f.name for f in offer})
-        return call.request, _functions(rng, min(count, jobs), offer), []
+        return call.request, _functions(rng, min(count, len(set(map(_job, offer)))), offer), []
     raise AssertionError(kind)
 
 
