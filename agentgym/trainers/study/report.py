@@ -65,7 +65,7 @@ FUNCTION_CALLING = [
     "| warm start on 768 (`244`), half of them about synthesized functions, no RL | 19.2 "
     "| 5.8 | | | |",
     "| warm start on 768 (`244`), every weight trained instead of LoRA, no RL | 23.9 | 91.7 "
-    "| | 20.0 | 25.0 |",
+    "| 6.0 | 20.0 | 25.0 |",
     "| Granite-4.0-350m (published) | 67.92 | | | | |",
     "| Hammer2.1-0.5b (published) | 65.98 | | | | |",
     "| Qwen3-0.6B (FC) (published) | 71.79 | | | | |", "",
