@@ -167,22 +167,8 @@ def distinct_calls(fns: Sequence[Function], rng: np.random.Generator) -> list[Ca
     return calls
 
 
-def _job(fn: Function) -> str:
-    """What ``fn`` does: functions with one job serve the same requests.
-
-    A curated function's job is its own (its name); a synthesized one's (topic
-    ``module/subject``) is its subject's, whatever its verb or signature.
-    """
-    return fn.topic if "/" in fn.topic else fn.name
-
-
 def _same_job(a: Function, b: Function) -> bool:
-    return _job(a) == _job(b)
-
-
-def _area(fn: Function) -> str:
-    """The topic, or a synthesized function's module: functions of one area are near misses."""
-    return fn.topic.split("/")[0]
+    return synth.job(a) == synth.job(b)
 
 
 def _functions(rng: np.random.Generator, count: int, pool: Sequence[Function]
@@ -203,8 +189,8 @@ def _distractors(rng: np.random.Generator, fns: Sequence[Function], count: int,
                  pool: Sequence[Function]) -> list[Function]:
     """``count`` other functions, often of the same area as ``fns[0]`` (harder to tell apart)."""
     others = [f for f in pool if not any(_same_job(f, g) for g in fns)]
-    near = [f for f in others if _area(f) == _area(fns[0])]
-    far = [f for f in others if _area(f) != _area(fns[0])]
+    near = [f for f in others if synth.area(f) == synth.area(fns[0])]
+    far = [f for f in others if synth.area(f) != synth.area(fns[0])]
     rng.shuffle(near)  # type: ignore[arg-type]
     rng.shuffle(far)  # type: ignore[arg-type]
     order = near + far if rng.random() < 0.5 else far
@@ -260,10 +246,10 @@ def _generate(kind: str, rng: np.random.Generator, pool: Sequence[Function]
                     _functions(rng, count, pool), [])
         (fn,) = _functions(rng, 1, pool)
         (call,) = distinct_calls([fn], rng)
-        near = [f for f in pool if _area(f) == _area(fn) and not _same_job(f, fn)]
+        near = [f for f in pool if synth.area(f) == synth.area(fn) and not _same_job(f, fn)]
         offer = near if near and rng.random() < NEAR_MISS_SHARE else [
-            f for f in pool if _area(f) != _area(fn)]
-        return call.request, _functions(rng, min(count, len(set(map(_job, offer)))), offer), []
+            f for f in pool if synth.area(f) != synth.area(fn)]
+        return call.request, _functions(rng, min(count, len(set(map(synth.job, offer)))), offer), []
     raise AssertionError(kind)
 
 

@@ -416,13 +416,13 @@ def synthesize(split: str, index: int) -> Function:
     description = (f"{prefix.capitalize()} {_ARTICLE.sub('', subject.words)} "
                    f"given {labels}.")
     # the topic names the subject: functions of one subject do the same job (whatever their
-    # verb), those of one module are near misses of each other (``env._same_job``)
+    # verb), those of one module are near misses of each other (:func:`job`, :func:`area`)
     return Function(name, f"{subject.module}/{subject.slug}", description, tuple(params),
-                    tuple(templates),
-                    tuple(fanout), valid=_valid(params))
+                    tuple(templates), tuple(fanout), valid=_valid(params))
 
 
-def _valid(params: list[Param]):  # noqa: ANN202 - a Function.valid check
+def _valid(params: list[Param]) -> Callable[[dict[str, Any]], bool] | None:
+    """A :attr:`.spec.Function.valid` check: a trip's two cities differ."""
     names = {p.name for p in params}
     pairs = [(a, b) for a in ("origin", "from_city", "departure_city")
              for b in ("destination", "to_city", "arrival_city") if a in names and b in names]
@@ -447,20 +447,35 @@ def bfcl_names() -> frozenset[str]:
 
 def _unlike_bfcl(fn: Function) -> Function | None:
     """``fn``, with its module prefixed when its name is one of BFCL's; None if still so."""
+    from agentgym.envs.bfcl import scoring
+
     taken = bfcl_names()
 
     def clash(name: str) -> bool:
-        return name.lower() in taken or name.replace(".", "_").lower() in taken
+        return name.lower() in taken or scoring.served_name(name).lower() in taken
 
     if not clash(fn.name):
         return fn
     if "." not in fn.name:
-        renamed = dataclasses.replace(fn, name=f"{_area(fn)}.{fn.name}")
+        renamed = dataclasses.replace(fn, name=f"{area(fn)}.{fn.name}")
         return None if clash(renamed.name) else renamed
     return None
 
 
-def _area(fn: Function) -> str:
+def job(fn: Function) -> str:
+    """What ``fn`` does: functions with one job serve the same requests.
+
+    A curated function's job is its own (its name); a synthesized one's (topic
+    ``module/subject``) is its subject's, whatever its verb or signature.
+    """
+    return fn.topic if "/" in fn.topic else fn.name
+
+
+def area(fn: Function) -> str:
+    """A curated function's topic, or a synthesized one's module.
+
+    Functions of one area that do different jobs are near misses of each other.
+    """
     return fn.topic.split("/")[0]
 
 

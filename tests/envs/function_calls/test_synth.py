@@ -10,6 +10,7 @@ import agentgym
 from agentgym.envs.bfcl import scoring
 from agentgym.envs.function_calls import KINDS, FunctionCallsEnv, make_task, synth
 from agentgym.envs.function_calls.env import fan_calls, one_call
+from agentgym.envs.function_calls.library import FUNCTIONS
 from agentgym.envs.function_calls.spec import fields
 from agentgym.errors import ConfigError
 
@@ -51,8 +52,7 @@ def test_splits_share_no_subject_and_no_function_name():
 
 
 def test_both_draws_each_source_about_half_the_time():
-    curated = {f"{f.name}" for f in __import__(
-        "agentgym.envs.function_calls.library", fromlist=["FUNCTIONS"]).FUNCTIONS}
+    curated = {f.name for f in FUNCTIONS}
     sources = [bool({d["name"] for d in make_task("train", s, "simple", "both")
                      .entry["function"]} & curated) for s in range(400)]
     assert 0.4 < sum(sources) / len(sources) < 0.6
