@@ -187,7 +187,10 @@ async def _run(config: SFTConfig, model: Any, optimizer: torch.optim.Optimizer,
     task = progress.add_task("sft", total=len(plan), completed=state.step) \
         if progress is not None else None
     engine = None
-    if config.model.generation == "vllm":  # held-out episodes on the engine, weights synced
+    evaluating = any(e.eval_seeds for e in train_config.envs or (train_config.env,))
+    # held-out episodes on the engine, weights synced; no engine (and none of its memory)
+    # when nothing is evaluated
+    if config.model.generation == "vllm" and evaluating:
         from agentgym.trainers.vllm_generation import vllm_policy
 
         engine = vllm_policy(train_config)

@@ -96,6 +96,26 @@ def test_sft_lowers_the_demonstration_loss_and_its_checkpoint_trains(tmp_path, t
     assert (train(rl) / "checkpoints" / "step-000001").is_dir()
 
 
+def test_an_sft_with_nothing_to_evaluate_starts_no_engine(tmp_path, tiny_model_dir,
+                                                         monkeypatch):
+    """``model.generation: vllm`` with ``env.eval_seeds: 0`` trains without a vLLM engine,
+    which would only hold memory (gigabytes on a CPU) for evaluations that never run."""
+    import agentgym.trainers.vllm_generation as vllm_generation
+
+    def no_engine(config):
+        raise AssertionError("an engine was started with nothing to evaluate")
+
+    monkeypatch.setattr(vllm_generation, "vllm_policy", no_engine)
+    demos = expert_file(tmp_path / "expert.jsonl", episodes=2)
+    cfg = sft_config(tmp_path, tiny_model_dir, demos, optim={"lr": 3e-3, "epochs": 1},
+                     env={"id": SOKOBAN, "kwargs": {"max_steps_generation": 10},
+                          "max_turns": 2, "eval_seeds": 0},
+                     model={"path": str(tiny_model_dir), "generation": "vllm"})
+    run = sft(cfg)
+    assert (run / "model").is_dir()
+    assert not any("eval/success_rate" in row for row in rows(run))
+
+
 def test_lora_sft_checkpoint_is_merged_into_the_train_model(tmp_path, tiny_model_dir):
     demos = expert_file(tmp_path / "expert.jsonl", episodes=3)
     cfg = sft_config(tmp_path, tiny_model_dir, demos, env__eval_seeds=0, export=False,
