@@ -174,7 +174,7 @@ async def _run(run: Run, progress: Any) -> None:
     task = progress.add_task("training", total=cfg.steps, completed=run.state.step) \
         if progress is not None else None
     try:
-        evaluating = bool(cfg.eval.suite) or any(e.eval_seeds for e in cfg.envs or (cfg.env,))
+        evaluating = bool(cfg.eval.suite) or holds_out(cfg)
         await run.sync.start()  # a generator in another process gets the trained weights
         if run.state.step == 0 and evaluating:
             run.log.log(0, await evaluate(run))
@@ -306,6 +306,11 @@ async def evaluate(run: Run) -> dict[str, float]:
 
 
 @torch.no_grad()
+def holds_out(config: TrainConfig) -> bool:
+    """Whether any env of the run has held-out seeds (``eval_seeds``) to evaluate."""
+    return any(e.eval_seeds for e in config.envs or (config.env,))
+
+
 async def evaluate_held_out(config: TrainConfig, policy: Policy,
                             runner: Runner | None = None, step: int | None = None
                             ) -> dict[str, float]:

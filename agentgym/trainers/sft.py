@@ -41,7 +41,7 @@ from agentgym.trainers.batching import Sample, micro_batches
 from agentgym.trainers.checkpoint import Checkpointer, TrainState
 from agentgym.trainers.config import save_config
 from agentgym.trainers.finite import check_update, check_weights
-from agentgym.trainers.loop import evaluate_held_out
+from agentgym.trainers.loop import evaluate_held_out, holds_out
 from agentgym.trainers.lora import with_lora
 from agentgym.trainers.loss import packed_token_logprobs, token_logprobs
 from agentgym.trainers.metrics import MetricsLog
@@ -187,10 +187,9 @@ async def _run(config: SFTConfig, model: Any, optimizer: torch.optim.Optimizer,
     task = progress.add_task("sft", total=len(plan), completed=state.step) \
         if progress is not None else None
     engine = None
-    evaluating = any(e.eval_seeds for e in train_config.envs or (train_config.env,))
     # held-out episodes on the engine, weights synced; no engine (and none of its memory)
     # when nothing is evaluated
-    if config.model.generation == "vllm" and evaluating:
+    if config.model.generation == "vllm" and holds_out(train_config):
         from agentgym.trainers.vllm_generation import vllm_policy
 
         engine = vllm_policy(train_config)
