@@ -305,12 +305,12 @@ async def evaluate(run: Run) -> dict[str, float]:
                                              step=run.state.step)}
 
 
-@torch.no_grad()
 def holds_out(config: TrainConfig) -> bool:
     """Whether any env of the run has held-out seeds (``eval_seeds``) to evaluate."""
     return any(e.eval_seeds for e in config.envs or (config.env,))
 
 
+@torch.no_grad()
 async def evaluate_held_out(config: TrainConfig, policy: Policy,
                             runner: Runner | None = None, step: int | None = None
                             ) -> dict[str, float]:
