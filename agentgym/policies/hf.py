@@ -87,6 +87,7 @@ from agentgym.prompting import render_prompt
 try:
     import torch
 
+    from agentgym.policies.attention import use_grouped_sdpa
     from agentgym.policies.decoding import BatchDecoder, GenerationStats, Job
     from agentgym.policies.kv_cache import PrefixStore
     from agentgym.policies.sampling import completion_logprobs, sample_next
@@ -146,6 +147,7 @@ class TransformersPolicy:
         if threads is not None and (not isinstance(threads, int) or threads < 1):
             raise ConfigError(f"threads must be a positive int or None, got {threads!r}")
         model = model.to(device).eval() if device is not None else model.eval()
+        use_grouped_sdpa(model)  # a decode step no longer copies the cache per query head
         self.tokenizer = prepare_tokenizer(tokenizer)
         self.device = next(model.parameters()).device
         self.max_batch_size = max_batch_size
