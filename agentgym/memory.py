@@ -4,7 +4,7 @@ glibc serves a block above its mmap threshold (128 KiB at start) with ``mmap`` a
 back to the system when freed, but each such free raises the threshold to that block's size
 (up to 32 MiB), so later blocks of that size come from the heap, where freed memory mostly
 stays with the process. The tensors of a training step (activations, logits, gradients)
-are such blocks, freed and allocated again every step: measured on the README's main job
+are such blocks, freed and allocated again every step: measured on the times-table job
 (SmolLM2-135M-Instruct, LoRA, 3 steps on 2 CPU cores), peak resident memory was 4.9 GB with
 the moving threshold and 2.6 GB with it fixed at 128 KiB, for about 10% more CPU time
 (page faults of fresh mappings).

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU checks in one call, for a machine with an NVIDIA GPU and PyTorch (CUDA) but no
 # network: the `gpu` tests (CUDA training, full and LoRA, generation, FSDP on NCCL at world
-# size 1) and the README's main job trained on CUDA. Figures go to $OUT (default gpu-check/):
+# size 1) and the times-table job (examples/quickstart.yaml) trained on CUDA. Figures go to $OUT (default gpu-check/):
 #   gpu.txt         the card, its memory and driver, torch and transformers versions
 #   gpu-tests.log   pytest -m gpu
 #   main-job.log    `agentgym train examples/quickstart.yaml model.device=cuda` and its figures
@@ -46,7 +46,7 @@ mapfile -t files < <(grep -rlE "mark\.gpu|pytest\.mark\.gpu" tests --include='*.
 timeout 240 python3 -m pytest -m gpu -q -p no:cacheprovider -rs "${files[@]}" 2>&1 \
     | tee "$out/gpu-tests.log"
 
-# The README's main job on CUDA (transformers generation and update on the GPU).
+# The times-table job on CUDA (transformers generation and update on the GPU).
 start=$(date +%s)
 timeout 300 agentgym train examples/quickstart.yaml model.device=cuda \
     run_dir="$out/quickstart" 2>&1 | tee "$out/main-job.log"

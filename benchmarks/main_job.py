@@ -1,6 +1,8 @@
-"""The README's main job, timed: wall, CPU seconds, peak memory and the held-out gain.
+"""The times-table job (the README's quick example), timed: wall, CPU seconds, peak memory
+and the held-out gain. The README's main job, the agent job, has its own:
+``benchmarks/agent_job.py``.
 
-Runs the `agentgym train ...` command of README.md's set-up line (with ``run_dir`` moved to
+Runs the README's `agentgym train examples/quickstart.yaml` (with ``run_dir`` moved to
 ``--run-dir``) in a child process, measures its wall time, user + system CPU seconds and
 peak resident memory (``getrusage`` of the child, as ``/usr/bin/time -v`` reports them),
 then reads held-out success before/after and the gain's 95% interval from the run's
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import shlex
 import shutil
@@ -28,15 +31,16 @@ from pathlib import Path
 from results import machine_line, write_section
 
 ROOT = Path(__file__).resolve().parent.parent
-TITLE = "Main job (README): time, memory and held-out gain"
+TITLE = "Times-table job (README's quick example): time, memory and held-out gain"
 
 
 def readme_command() -> list[str]:
-    """The `agentgym train ...` at the end of the README's set-up line."""
-    for line in (ROOT / "README.md").read_text().splitlines():
-        if "&& agentgym train " in line:
-            return shlex.split(line.rsplit("&& ", 1)[1])
-    raise SystemExit("README.md has no `... && agentgym train ...` line")
+    """The README's `agentgym train examples/quickstart.yaml`."""
+    found = re.search(r"`(agentgym train examples/quickstart\.yaml[^`]*)`",
+                      (ROOT / "README.md").read_text())
+    if found is None:
+        raise SystemExit("README.md names no `agentgym train examples/quickstart.yaml`")
+    return shlex.split(found.group(1))
 
 
 def main() -> None:
@@ -55,7 +59,7 @@ def main() -> None:
     wall = time.perf_counter() - start
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode:
-        raise SystemExit(f"the main job failed (exit {proc.returncode})")
+        raise SystemExit(f"the times-table job failed (exit {proc.returncode})")
     cpu_s, peak_mb = usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
     rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
     last = rows[-1]

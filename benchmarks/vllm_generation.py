@@ -8,7 +8,7 @@ times-table chat requests, at most 64 tokens, T = 1, a seed each):
    the peak resident memory of this process and its children (the engine's processes);
 2. engine start: eager, compiled with an empty compile cache (cold), compiled again (cached);
 3. a training step's split (generation / update / weight sync, from the run's metrics) per
-   backend, for the README's main job (MentalMath, single turn) and a multi-turn env
+   backend, for the times-table job (MentalMath, single turn) and a multi-turn env
    (Sokoban, window context), with each run's wall time and peak memory;
 4. the BFCL sample eval (benchmarks/bfcl_sample_single.yaml) wall time per backend.
 
@@ -160,7 +160,7 @@ def run_command(argv: list[str]) -> tuple[float, float, Path | None]:
 
 
 JOBS = {
-    "main job (MentalMath, 1 turn)": ["examples/quickstart.yaml", "steps=4", "save_every=4",
+    "times-table job (MentalMath, 1 turn)": ["examples/quickstart.yaml", "steps=4", "save_every=4",
                                       "env.eval_seeds=16"],
     "Sokoban (8 turns, window K=1)": ["examples/train_sokoban.yaml", "model.path=smollm2",
                                       "steps=3", "save_every=3", "env.eval_seeds=4",

@@ -96,3 +96,33 @@ def test_the_job_prints_the_figures_its_runs_recorded(tmp_path: Path, tiny_model
     recomputed = gain_metrics(read_outcomes(rl_dir, 0), read_outcomes(rl_dir, last["step"]))
     assert recomputed and {k: last[k] for k in recomputed} == pytest.approx(recomputed)
     assert last["heldout/tasks"] == 6
+
+
+def test_the_job_benchmark_runs_the_headers_commands_outside_runs(tmp_path: Path) -> None:
+    """benchmarks/agent_job.py times the job's own commands, its outputs moved under one root."""
+    import importlib.util
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))  # the script imports its sibling `results`
+    try:
+        spec = importlib.util.spec_from_file_location("agent_job_bench",
+                                                      ROOT / "benchmarks" / "agent_job.py")
+        assert spec is not None and spec.loader is not None
+        bench = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = bench  # its dataclass looks its module up there
+        spec.loader.exec_module(bench)
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+        sys.modules.pop("agent_job_bench", None)
+    commands = job_commands()
+    assert bench.job_commands() == commands
+    moved = bench.relocated(commands, tmp_path)
+    rollout, sft, train = moved
+    out = rollout.index("--out") + 1  # the same commands, only where their outputs go moved
+    assert rollout[:out] + rollout[out + 1:] == commands[0][:out] + commands[0][out + 1:]
+    assert sft[:-2] == commands[1] and train[:-2] == commands[2]
+    assert rollout[rollout.index("--out") + 1] == str(tmp_path / "expert.jsonl")
+    assert sft[-2:] == [f"run_dir={tmp_path / 'sft'}", f"data.paths=[{tmp_path / 'expert.jsonl'}]"]
+    assert train[-2:] == [f"run_dir={tmp_path / 'rl'}",
+                          f"model.path={tmp_path / 'sft' / 'model'}"]
+    rss = bench.tree_rss(os.getpid())  # this process, at least, with a resident set
+    assert rss[os.getpid()] > 0
