@@ -118,6 +118,10 @@ def run_measured(name: str, command: list[str]) -> Phase:
     return Phase(name, time.perf_counter() - start, peak[0], peak[1])
 
 
+def duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 60 else f"{seconds / 60:.1f} min"
+
+
 def metrics(run_dir: Path) -> list[dict]:
     return [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
@@ -162,7 +166,9 @@ def main() -> None:
         "",
         "| command | wall | peak memory (all its processes) |",
         "|---|---:|---:|",
-        *[f"| {p.name} | {p.wall_s / 60:.1f} min | {p.peak_bytes / gb:.2f} GB |" for p in phases],
+        *[f"| {p.name} | {duration(p.wall_s)} | "
+          f"{f'{p.peak_bytes / gb:.2f} GB' if p.peak_bytes else 'ended before a sample'} |"
+          for p in phases],
         f"| **the job** | **{wall / 60:.1f} min** (target 10) | **{peak.peak_bytes / gb:.2f} "
         "GB** (target 3) |",
         "",
