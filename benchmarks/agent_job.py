@@ -1,13 +1,14 @@
-"""The README's main job (the agent job), timed: wall, peak memory of all its processes, and
-what it printed, against the issue's targets (10 minutes, 3 GB, RL's own gain of 20 points).
+"""The README's main job (the agent job), timed: wall, peak memory of all its processes,
+and what it printed, against the job's targets (10 minutes, 3 GB, RL's own gain of 20
+points).
 
 Runs the three commands of ``examples/agent_calendar.yaml``'s header (the ones
 ``examples/agent_calendar.sh`` runs) one after the other, with their outputs moved under
 ``--run-root`` so that nothing in ``runs/`` is touched. While each runs, the resident sets of
 its whole process tree (the CLI, vLLM's engine core and worker) are summed once a second
-from ``/proc``; the peak is the largest sum. Then held-out success of the base model and the
-warm start (the SFT's metrics) and after RL, with RL's gain and its 95% paired interval (the
-RL run's metrics), are written to docs/agent-job.md, section "The job, timed".
+(``results.PeakMemory``); the peak is the largest sum. Then held-out success of the base
+model and the warm start (the SFT's metrics) and after RL, with RL's gain and its 95% paired
+interval (the RL run's metrics), are written to docs/agent-job.md, section "The job, timed".
 
     python benchmarks/agent_job.py [--run-root runs/agent_job_bench] [--no-write]
 """
@@ -22,18 +23,16 @@ import shlex
 import shutil
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from results import machine_line, write_section
+from results import PeakMemory, machine_line, write_section
 
 ROOT = Path(__file__).resolve().parent.parent
 JOB = ROOT / "examples" / "agent_calendar.yaml"
 DOC = ROOT / "docs" / "agent-job.md"
 TITLE = "The job, timed (`benchmarks/agent_job.py`)"
-PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
 def job_commands() -> list[list[str]]:
@@ -54,31 +53,6 @@ def relocated(commands: list[list[str]], root: Path) -> list[list[str]]:
     return [rollout, sft, train]
 
 
-def tree_rss(pid: int) -> dict[int, int]:
-    """Resident bytes of ``pid`` and every descendant (read from ``/proc``)."""
-    parents: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            parents[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
-    tree, frontier = {pid}, [pid]
-    while frontier:
-        parent = frontier.pop()
-        kids = [p for p, pp in parents.items() if pp == parent and p not in tree]
-        tree.update(kids)
-        frontier += kids
-    rss = {}
-    for p in tree:
-        try:
-            rss[p] = int(Path(f"/proc/{p}/statm").read_text().split()[1]) * PAGE
-        except OSError:
-            pass
-    return rss
-
-
 @dataclass(frozen=True)
 class Phase:
     """One command of the job: its wall time and the peak of its summed resident sets."""
@@ -90,32 +64,14 @@ class Phase:
 
 
 def run_measured(name: str, command: list[str]) -> Phase:
-    """Run one CLI command as the job does; sample its process tree once a second."""
+    """Run one CLI command as the job does, its process tree's memory sampled meanwhile."""
     start = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "agentgym.cli", *command[1:]], cwd=ROOT)
-    peak: list = [0, ()]
-
-    def sample() -> None:
-        while proc.poll() is None:
-            rss = tree_rss(proc.pid)
-            if sum(rss.values()) > peak[0]:
-                named = []
-                for pid, size in rss.items():
-                    try:
-                        cmd = Path(f"/proc/{pid}/comm").read_text().strip()
-                    except OSError:
-                        cmd = "?"
-                    named.append((f"{cmd} ({pid})", size))
-                peak[:] = [sum(rss.values()), tuple(sorted(named, key=lambda x: -x[1]))]
-            time.sleep(1.0)
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    code = proc.wait()
-    sampler.join()
+    with PeakMemory(proc.pid, interval=1.0) as memory:
+        code = proc.wait()
     if code:
         raise SystemExit(f"{shlex.join(command)} failed (exit {code})")
-    return Phase(name, time.perf_counter() - start, peak[0], peak[1])
+    return Phase(name, time.perf_counter() - start, memory.peak, memory.at_peak)
 
 
 def duration(seconds: float) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import platform
 import re
+import threading
 import time
 from pathlib import Path
 
@@ -96,3 +97,51 @@ def machine_line(start_load: float | None = None) -> str:
         return line + ", the measured job's own work included)."
     return line + ")" + ("; other work shared the machine, so times are pessimistic."
                          if other >= 0.5 * cores else ".")
+
+
+class PeakMemory:
+    """Peak summed RSS of a process and all its descendants, sampled every ``interval`` s.
+
+    ``at_peak`` names who held it: ``(process name (pid), bytes)``, largest first. Used as a
+    context manager around the measured work (``with PeakMemory(proc.pid) as memory:``).
+    """
+
+    def __init__(self, root: int | None = None, interval: float = 0.1) -> None:
+        import psutil  # vLLM's dependency; only the scripts that measure memory need it
+
+        self._psutil = psutil
+        self.root = psutil.Process(root or os.getpid())
+        self.interval = interval
+        self.peak = 0
+        self.at_peak: tuple[tuple[str, int], ...] = ()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            held = []
+            try:
+                procs = [self.root, *self.root.children(recursive=True)]
+            except self._psutil.Error:  # the root has exited
+                procs = []
+            for p in procs:
+                try:
+                    held.append((f"{p.name()} ({p.pid})", p.memory_info().rss))
+                except self._psutil.Error:
+                    pass
+            total = sum(size for _, size in held)
+            if total > self.peak:
+                self.peak, self.at_peak = total, tuple(sorted(held, key=lambda x: -x[1]))
+            self._stop.wait(self.interval)
+
+    def __enter__(self) -> PeakMemory:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    @property
+    def mb(self) -> float:
+        return self.peak / 2**20

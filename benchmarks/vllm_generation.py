@@ -28,49 +28,14 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
-import psutil
-from results import cpu_model, machine_line, write_section
+from results import PeakMemory, cpu_model, machine_line, write_section
 
 ROOT = Path(__file__).resolve().parent.parent
 TITLE = "vLLM (CPU build) vs transformers"
 MAX_TOKENS = 64
-
-
-class PeakMemory:
-    """Peak summed RSS of this process and all its descendants, sampled every 0.1 s."""
-
-    def __init__(self, root: int | None = None) -> None:
-        self.root = psutil.Process(root or os.getpid())
-        self.peak = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            total = 0
-            for p in [self.root, *self.root.children(recursive=True)]:
-                try:
-                    total += p.memory_info().rss
-                except psutil.Error:
-                    pass
-            self.peak = max(self.peak, total)
-            self._stop.wait(0.1)
-
-    def __enter__(self) -> PeakMemory:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    @property
-    def mb(self) -> float:
-        return self.peak / 2**20
 
 
 def requests():
@@ -160,8 +125,8 @@ def run_command(argv: list[str]) -> tuple[float, float, Path | None]:
 
 
 JOBS = {
-    "times-table job (MentalMath, 1 turn)": ["examples/quickstart.yaml", "steps=4", "save_every=4",
-                                      "env.eval_seeds=16"],
+    "times-table job (MentalMath, 1 turn)": ["examples/quickstart.yaml", "steps=4",
+                                             "save_every=4", "env.eval_seeds=16"],
     "Sokoban (8 turns, window K=1)": ["examples/train_sokoban.yaml", "model.path=smollm2",
                                       "steps=3", "save_every=3", "env.eval_seeds=4",
                                       "algorithm.estimator=grpo"],

@@ -16,6 +16,7 @@ import re
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -124,5 +125,6 @@ def test_the_job_benchmark_runs_the_headers_commands_outside_runs(tmp_path: Path
     assert sft[-2:] == [f"run_dir={tmp_path / 'sft'}", f"data.paths=[{tmp_path / 'expert.jsonl'}]"]
     assert train[-2:] == [f"run_dir={tmp_path / 'rl'}",
                           f"model.path={tmp_path / 'sft' / 'model'}"]
-    rss = bench.tree_rss(os.getpid())  # this process, at least, with a resident set
-    assert rss[os.getpid()] > 0
+    with bench.PeakMemory(interval=0.01) as memory:  # this process, at least
+        time.sleep(0.05)
+    assert memory.peak > 0 and f"({os.getpid()})" in memory.at_peak[0][0]
