@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU checks in one call, for a machine with an NVIDIA GPU and PyTorch (CUDA) but no
 # network: the `gpu` tests (CUDA training, full and LoRA, generation, FSDP on NCCL at world
-# size 1) and the times-table job (examples/quickstart.yaml) trained on CUDA. Figures go to $OUT (default gpu-check/):
+# size 1) and the times-table job (examples/quickstart.yaml) trained on CUDA. Figures go to
+# $OUT (default gpu-check/):
 #   gpu.txt         the card, its memory and driver, torch and transformers versions
 #   gpu-tests.log   pytest -m gpu
 #   main-job.log    `agentgym train examples/quickstart.yaml model.device=cuda` and its figures

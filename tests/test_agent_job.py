@@ -116,8 +116,7 @@ def test_the_job_benchmark_runs_the_headers_commands_outside_runs(tmp_path: Path
         sys.modules.pop("agent_job_bench", None)
     commands = job_commands()
     assert bench.job_commands() == commands
-    moved = bench.relocated(commands, tmp_path)
-    rollout, sft, train = moved
+    rollout, sft, train = bench.relocated(commands, tmp_path)
     out = rollout.index("--out") + 1  # the same commands, only where their outputs go moved
     assert rollout[:out] + rollout[out + 1:] == commands[0][:out] + commands[0][out + 1:]
     assert sft[:-2] == commands[1] and train[:-2] == commands[2]
