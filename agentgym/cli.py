@@ -145,6 +145,9 @@ def rollout(
              "the same seed, model and tasks give the same episodes; default: unseeded.")
     ] = None,
     max_tokens: Annotated[int, typer.Option(help="Most tokens per policy call.")] = 256,
+    constrain_tool_calls: Annotated[bool, typer.Option(
+        help="Sample each <tool_call> block from a grammar of the offered tools (vllm:PATH "
+             "policies; docs/function-calls.md).")] = False,
     context: Annotated[str, typer.Option(help="full | window | summarize")] = "full",
     history_length: Annotated[int, typer.Option(help="K for --context window.")] = 2,
     working_tokens: Annotated[int, typer.Option(
@@ -171,6 +174,7 @@ def rollout(
     from agentgym.jsonl import TrajectoryWriter, write_trajectories
     from agentgym.phases import Phases, exit_interrupted
     from agentgym.policies import SamplingParams, make_agent
+    from agentgym.policies.constrained import check_spec
     from agentgym.rollout import RolloutConfig, run_groups
 
     kwargs = _kwargs(kw)
@@ -182,7 +186,10 @@ def rollout(
     check_policy_spec(policy)
     if policy in ("smollm2", "embedded") or policy.startswith(("hf:", "vllm:")):
         check_device(device, "--device")  # in-process models only; servers ignore it
-    sampling = SamplingParams(temperature=temperature, max_tokens=max_tokens, seed=sampling_seed)
+    if constrain_tool_calls:
+        check_spec(policy)
+    sampling = SamplingParams(temperature=temperature, max_tokens=max_tokens, seed=sampling_seed,
+                              constrain_tool_calls=constrain_tool_calls)
     ctx = ContextConfig(mode=context, history_length=history_length,  # type: ignore[arg-type]
                         summarize=SummarizeConfig(working_tokens=working_tokens,
                                                   max_summaries=max_summaries))

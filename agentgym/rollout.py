@@ -38,6 +38,7 @@ from agentgym.env import Env
 from agentgym.errors import ConfigError
 from agentgym.parsing import detect_tool_format, formats_for, parse_tool_calls
 from agentgym.policies.base import Completion, Policy, SamplingParams
+from agentgym.policies.constrained import check_hermes
 from agentgym.types import Message, Step, StepResult, StepTokens, Trajectory
 
 logger = logging.getLogger(__name__)
@@ -239,6 +240,11 @@ class LMAgent:
                 formats_for(self.tool_format)
             except ValueError as exc:  # a config mistake: say which setting and the choices
                 raise ConfigError(f"tool_format: {exc}") from None
+        if self.sampling.constrain_tool_calls:
+            if not getattr(self.policy, "constrains_tool_calls", False):
+                raise ConfigError(f"constrain_tool_calls needs a backend that samples from a "
+                                  f"grammar (vllm:PATH); {type(self.policy).__name__} cannot")
+            check_hermes(getattr(self.policy, "tokenizer", None))
 
     @property
     def parse_formats(self) -> tuple[str, ...] | None:

@@ -38,6 +38,10 @@ def test_rollout_writes_jsonl(tmp_path):
         (["play", "agentgym/Arithmetic-v1"], "registered versions: ['agentgym/Arithmetic-v0']"),
         (["rollout", "agentgym/Arithmetic-v0", "--episodes", "5", "--group-size", "2"],
          "multiple of --group-size"),
+        (["rollout", "agentgym/Arithmetic-v0", "--policy", "smollm2", "--constrain-tool-calls"],
+         "use a vllm:PATH policy"),
+        (["eval", "--suite", "smoke", "--policy", "random", "--constrain-tool-calls"],
+         "use a vllm:PATH policy"),
     ],
 )
 def test_caller_mistakes_exit_2_with_a_clear_line(args, needle):

@@ -37,6 +37,9 @@ def eval_command(
         help="Sampling temperature (default: greedy with one rollout per task, else 1.0).")
     ] = None,
     max_tokens: Annotated[int, typer.Option(help="Most tokens per policy call.")] = 256,
+    constrain_tool_calls: Annotated[bool, typer.Option(
+        help="Sample each <tool_call> block from a grammar of the offered tools (vllm:PATH "
+             "policies; docs/function-calls.md).")] = False,
     concurrency: Annotated[int, typer.Option(help="Episodes in flight per env.")] = 16,
     retries: Annotated[int, typer.Option(
         help="Times an episode that ended in error is run again.")] = 1,
@@ -77,6 +80,7 @@ def eval_command(
         report.run_curve(train_run)  # a damaged file or no evaluation: before any eval runs
     configs = [EvalConfig(suite=str(suite), policy=spec, k=k, seed=seed, tasks=tasks,
                           temperature=temperature, max_tokens=max_tokens,
+                          constrain_tool_calls=constrain_tool_calls,
                           concurrency=concurrency, model=model, step_timeout=step_timeout,
                           max_turns=max_turns, retries=retries, rerun_errors=rerun_errors)
                for spec in policy or []]

@@ -24,6 +24,7 @@ from agentgym.evaluation.results import RESULTS_FILE, load_results, repair_resul
 from agentgym.evaluation.suites import MAX_SEED, Suite, SuiteEntry, get_suite
 from agentgym.files import atomic_write
 from agentgym.jsonl import TrajectoryWriter
+from agentgym.policies.constrained import check_spec
 from agentgym.rollout import Agent, RolloutConfig, run_groups
 from agentgym.types import Trajectory
 
@@ -50,6 +51,8 @@ class EvalConfig:
     """Sampling temperature; None = greedy (0) with one rollout per task, else 1.0."""
     max_tokens: int = 256
     """Most tokens per policy call."""
+    constrain_tool_calls: bool = False
+    """Sample each ``<tool_call>`` block from a grammar of the offered tools (vllm: only)."""
     tasks: int | None = None
     """At most this many tasks per entry (None = the suite's count)."""
     concurrency: int = 16
@@ -92,6 +95,8 @@ class EvalConfig:
             raise ConfigError(f"--seed must be in [0, 2**63), got {self.seed}")
         if self.history_length < 1:
             raise ConfigError(f"history_length must be >= 1, got {self.history_length}")
+        if self.constrain_tool_calls:
+            check_spec(self.policy)
 
     def resolved_temperature(self, suite: Suite) -> float:
         """The temperature actually used (greedy when every task has one rollout)."""
@@ -233,6 +238,8 @@ def evaluate(config: EvalConfig, out_dir: str | Path, *, log: Callable[[str], No
                 "k": config.k, "seed": config.seed, "temperature": temperature,
                 "max_tokens": config.max_tokens, "context": config.context,
                 "history_length": config.history_length}
+    if config.constrain_tool_calls:  # only when set: folders from before the option resume
+        manifest["constrain_tool_calls"] = True
     resuming = prepare_out_dir(out_dir, manifest)
     if resuming:
         loaded = load_results(out_dir / RESULTS_FILE)
@@ -288,7 +295,7 @@ def _make_agent(config: EvalConfig, temperature: float) -> Any:
     from agentgym.policies import SamplingParams, make_agent
 
     sampling = SamplingParams(temperature=temperature, max_tokens=config.max_tokens,
-                              seed=config.seed)
+                              seed=config.seed, constrain_tool_calls=config.constrain_tool_calls)
     ctx = ContextConfig(mode=config.context, history_length=config.history_length)  # type: ignore[arg-type]
     return make_agent(config.policy, seed=config.seed, sampling=sampling, context=ctx,
                       model=config.model)

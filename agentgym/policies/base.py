@@ -38,6 +38,11 @@ class SamplingParams:
     top_logprobs: int = 0
     """Likeliest alternatives to report with each sampled token (:class:`SampledToken`), where
     the backend supports it; 0 = none."""
+    constrain_tool_calls: bool = False
+    """Sample every ``<tool_call>`` block from a grammar of the request's tools (an offered
+    name, arguments valid under its schema; :mod:`agentgym.policies.constrained`); text
+    outside the blocks stays free. Only backends that say so can (vLLM); for evaluation and
+    data collection, not RL."""
 
     def __post_init__(self) -> None:
         if not (self.temperature >= 0 and math.isfinite(self.temperature)):

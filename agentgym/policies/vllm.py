@@ -41,7 +41,9 @@ from typing import Any
 
 from agentgym.errors import AgentGymError, ConfigError, MissingExtraError
 from agentgym.policies.base import Completion, GenerationRequest, SamplingParams
+from agentgym.policies.constrained import tool_call_tag
 from agentgym.prompting import render_prompt
+from agentgym.types import ToolSpec
 
 WEIGHTS_FILE = "weights.safetensors"
 _LORA_NAME = re.compile(r"\.lora_([AB])\.[^.]+\.weight$")  # PEFT's in-memory adapter name
@@ -124,6 +126,7 @@ class VLLMPolicy:
     """
 
     model = None  # the weights live in the engine's process, never in this one
+    constrains_tool_calls = True  # SamplingParams.constrain_tool_calls: structured outputs
 
     def __init__(self, model: str, *, dtype: str = "float32", max_model_len: int = 4096,
                  enforce_eager: bool | None = None, kv_cache_gib: float = 1.0,
@@ -192,7 +195,7 @@ class VLLMPolicy:
 
     async def _one(self, request: GenerationRequest) -> Completion:
         ids = self._prompt_ids(request)
-        params = self._sampling(request.params, self.max_model_len - len(ids))
+        params = self._sampling(request.params, self.max_model_len - len(ids), request.tools)
         await self._open.wait()  # a weight sync in progress: start with the new weights
         version, lora = self.policy_version, self._lora_request
         final = None
@@ -213,13 +216,18 @@ class VLLMPolicy:
                           policy_version=version)
 
     @staticmethod
-    def _sampling(params: SamplingParams, room: int) -> Any:
+    def _sampling(params: SamplingParams, room: int, tools: Sequence[ToolSpec] = ()) -> Any:
         from vllm import SamplingParams as VSamplingParams
+        from vllm.sampling_params import StructuredOutputsParams
 
+        grammar = None
+        if params.constrain_tool_calls and tools:
+            grammar = StructuredOutputsParams(structural_tag=json.dumps(tool_call_tag(tools)))
         return VSamplingParams(  # vLLM's SamplingParams, not ours
             temperature=params.temperature, top_p=params.top_p,
             max_tokens=min(params.max_tokens, room), stop=list(params.stop) or None,
-            include_stop_str_in_output=True, seed=params.seed, logprobs=0)
+            include_stop_str_in_output=True, seed=params.seed, logprobs=0,
+            structured_outputs=grammar)
 
     async def update_weights(self, named_tensors: Mapping[str, Any] | Iterable[tuple[str, Any]],
                              *, version: int | None = None) -> int:

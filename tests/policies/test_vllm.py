@@ -159,6 +159,48 @@ async def test_a_full_batch_of_seeded_requests(engine):
     assert len(completions) == 64 and all(c.completion_ids for c in completions)
 
 
+async def test_constrained_tool_calls_follow_the_schema_where_free_ones_did_not(engine):
+    """Two shown calls, then requests that invite a float where the schema says integer, or
+    keys it lacks: greedy free replies break the schema; under the grammar every call is
+    valid (SamplingParams.constrain_tool_calls)."""
+    import jsonschema
+
+    from agentgym import Message
+    from agentgym.parsing import parse_tool_calls
+    from agentgym.policies.base import GenerationRequest, SamplingParams
+    from agentgym.types import ToolCall, ToolSpec
+
+    schema = {"type": "object", "properties": {"city": {"type": "string"},
+                                               "days": {"type": "integer"}},
+              "required": ["city", "days"], "additionalProperties": False}
+    tools = (ToolSpec("get_weather", "Current weather in a city.", schema),)
+    shots: list = []
+    for city, days in (("Paris", 2), ("Lima", 5)):
+        shots += [Message("user", f"What's the weather in {city} for {days} days?"),
+                  Message("assistant", "", tool_calls=(
+                      ToolCall("c", "get_weather", {"city": city, "days": days}),)),
+                  Message("user", "Thanks."), Message("assistant", "You're welcome.")]
+    asks = ("Weather in Oslo for 2.5 days?", "How warm is it in Cairo over 1.5 days?")
+
+    def calls(constrain):
+        return [GenerationRequest((*shots, Message("user", ask)), tools, params=SamplingParams(
+            temperature=0, max_tokens=60, constrain_tool_calls=constrain)) for ask in asks]
+
+    def valid(text):
+        parsed = parse_tool_calls(text).calls
+        try:
+            for call in parsed:
+                jsonschema.validate(dict(call.arguments), schema)
+        except jsonschema.ValidationError:
+            return False
+        return bool(parsed) and all(c.name == "get_weather" for c in parsed)
+
+    free = await engine.generate(calls(False))
+    constrained = await engine.generate(calls(True))
+    assert not all(valid(c.text) for c in free), [c.text for c in free]
+    assert all(valid(c.text) for c in constrained), [c.text for c in constrained]
+
+
 async def test_a_cancelled_request_is_aborted_in_the_engine(engine):
     from agentgym import Message
 
