@@ -147,7 +147,7 @@ def rollout(
     max_tokens: Annotated[int, typer.Option(help="Most tokens per policy call.")] = 256,
     constrain_tool_calls: Annotated[bool, typer.Option(
         help="Sample each <tool_call> block from a grammar of the offered tools (vllm:PATH "
-             "policies; docs/function-calls.md).")] = False,
+             "policies; docs/vllm.md).")] = False,
     context: Annotated[str, typer.Option(help="full | window | summarize")] = "full",
     history_length: Annotated[int, typer.Option(help="K for --context window.")] = 2,
     working_tokens: Annotated[int, typer.Option(

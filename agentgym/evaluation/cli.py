@@ -39,7 +39,7 @@ def eval_command(
     max_tokens: Annotated[int, typer.Option(help="Most tokens per policy call.")] = 256,
     constrain_tool_calls: Annotated[bool, typer.Option(
         help="Sample each <tool_call> block from a grammar of the offered tools (vllm:PATH "
-             "policies; docs/function-calls.md).")] = False,
+             "policies; docs/vllm.md).")] = False,
     concurrency: Annotated[int, typer.Option(help="Episodes in flight per env.")] = 16,
     retries: Annotated[int, typer.Option(
         help="Times an episode that ended in error is run again.")] = 1,

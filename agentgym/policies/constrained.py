@@ -15,9 +15,10 @@ structured outputs compile. Only the Hermes call syntax is built, the one
 :mod:`agentgym.prompting` writes for a model whose chat template has no tools and the one
 Qwen's and Hermes' templates speak.
 
-Tokens outside the grammar get no probability mass, but the log-probs vLLM reports are the
-model's own, before the mask: trajectories sampled so are not on-policy for the trainer's
-ratio, which is why the option is for evaluation and data collection, not RL configs.
+vLLM masks the logits before it samples, so the log-probs it records are those of the masked
+distribution (renormalised over the tokens the grammar allows), while the trainer scores
+tokens under the unmasked model: trajectories sampled so are not on-policy for its ratio,
+which is why the option is for evaluation and data collection, not RL configs.
 """
 
 from __future__ import annotations
