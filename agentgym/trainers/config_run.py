@@ -103,6 +103,10 @@ class LoggingConfig:
     uploads it later); None follows ``WANDB_MODE``, else W&B's default (online)."""
     sample_trajectories: int = 4
     """Trajectories per step in the W&B ``trajectories`` table (0 = none)."""
+    rollouts: bool = False
+    """Keep every training step's trajectories in ``run_dir/rollouts/step-NNNNNN.jsonl``
+    (the JSONL ``agentgym rollout`` writes; a resumed run that redoes a step rewrites its
+    file). Each episode's line holds its token ids and log-probs."""
 
     def __post_init__(self) -> None:
         if self.sample_trajectories < 0:

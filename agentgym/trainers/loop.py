@@ -154,7 +154,8 @@ def build(config: TrainConfig, resume: bool = False) -> Run:
     weights: Any = getattr(parts.collector.policy, "model", None) if sharded else model
     checkpointer = Checkpointer(run_dir, config.save_every,
                                 resumable=config.resumable_checkpoints)
-    log = MetricsLog(run_dir, config.tensorboard, wandb_sink(config), start_step=state.step)
+    log = MetricsLog(run_dir, config.tensorboard, wandb_sink(config), start_step=state.step,
+                     rollouts=config.logging.rollouts)
     return Run(config, parts.learner, parts.collector.policy, weights, estimator, hooks, log,
                checkpointer, parts.collector, parts.updater, parts.sync, state)
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from agentgym.evaluation.metrics import metrics_row, read_metrics, succeeded
 from agentgym.files import atomic_write
+from agentgym.jsonl import write_trajectories
 from agentgym.types import Group, Trajectory
 
 __all__ = ["MetricsLog", "is_zero_variance", "keep_logged_steps", "read_metrics",
@@ -78,10 +79,11 @@ class MetricsLog:
     """
 
     def __init__(self, run_dir: Path, tensorboard: bool = True, wandb: Any = None, *,
-                 start_step: int = 0) -> None:
+                 start_step: int = 0, rollouts: bool = False) -> None:
         self.path = Path(run_dir) / "metrics.jsonl"
         keep_logged_steps(self.path, start_step)
         self.wandb = wandb
+        self.rollouts = Path(run_dir) / "rollouts" if rollouts else None
         self.writer: Any = None
         if tensorboard:
             try:
@@ -103,9 +105,15 @@ class MetricsLog:
             self.wandb.log(step, metrics)
 
     def trajectories(self, step: int, trajs: Sequence[Trajectory]) -> None:
-        """Sample trajectories of the step logged as ``step`` (W&B's ``trajectories`` table)."""
+        """Record the trajectories of the step logged as ``step``.
+
+        W&B gets its ``trajectories`` table; with ``logging.rollouts`` all of them go to
+        ``rollouts/step-NNNNNN.jsonl``.
+        """
         if self.wandb is not None:
             self.wandb.trajectories(step, trajs)
+        if self.rollouts is not None:  # written whole, then moved into place
+            write_trajectories(self.rollouts / f"step-{step:06d}.jsonl", trajs)
 
     def close(self) -> None:
         """Close TensorBoard files and finish the W&B run."""

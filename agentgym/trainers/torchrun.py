@@ -35,7 +35,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         else:  # followers keep their files apart and do only the collective work
             follower = replace(config, run_dir=os.path.join(config.run_dir, f".rank{me}"),
                                tensorboard=False, engine="local",
-                               logging=replace(config.logging, wandb=False))
+                               logging=replace(config.logging, wandb=False, rollouts=False))
             run = build(follower)
             assert isinstance(run.updater, FSDPUpdater)
             run.updater.serve()

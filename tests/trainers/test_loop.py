@@ -155,3 +155,25 @@ def test_killed_run_resumes_to_the_same_parameters(tmp_path, tiny_dir):
     a, b = params_of(straight, 4), params_of(resumed, 4)
     for name in a:
         assert torch.allclose(a[name], b[name], atol=1e-6), name
+
+
+def test_logging_rollouts_keeps_each_steps_trajectories(tmp_path, tiny_dir):
+    """``logging.rollouts``: each step's episodes in ``rollouts/step-NNNNNN.jsonl``, readable
+    as trajectories, as many as the step trained on, token ids included; off by default."""
+    from agentgym.jsonl import read_trajectories
+
+    run = train(config(tmp_path, tiny_dir, logging={"rollouts": True}))
+    files = sorted((run / "rollouts").iterdir())
+    assert [f.name for f in files] == ["step-000001.jsonl", "step-000002.jsonl"]
+    rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    for path, row in zip(files, rows, strict=True):
+        trajs = list(read_trajectories(path))
+        assert len(trajs) == 4  # 2 tasks x 2 rollouts
+        assert sum(t.outcome_reward or 0.0 for t in trajs) / 4 == pytest.approx(row["reward_mean"])
+        assert all(s.tokens is not None for t in trajs for s in t.steps)
+    # a resumed run goes on with the next step's file and leaves the earlier ones
+    kept = [f.read_bytes() for f in files]
+    again = train(config(tmp_path, tiny_dir, steps=3, logging={"rollouts": True}), resume=True)
+    assert len(list(read_trajectories(again / "rollouts" / "step-000003.jsonl"))) == 4
+    assert [f.read_bytes() for f in files] == kept
+    assert not (train(config(tmp_path / "off", tiny_dir)) / "rollouts").exists()
