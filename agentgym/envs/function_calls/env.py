@@ -43,7 +43,7 @@ import numpy as np
 
 from agentgym.envs.bfcl import BFCLSingleTurnEnv
 from agentgym.envs.bfcl.data import CATEGORIES, BFCLTask, bfcl_modules
-from agentgym.envs.function_calls import synth
+from agentgym.envs.function_calls import phrasing, synth
 from agentgym.envs.function_calls.library import FUNCTIONS, OFF_TOPIC
 from agentgym.envs.function_calls.spec import NO_DEFAULT, Function, fields, join_words
 from agentgym.errors import ConfigError, did_you_mean
@@ -58,6 +58,7 @@ CATEGORY = {"simple": "simple_python", "multiple": "multiple", "parallel": "para
 KIND_OF = {c: k for k, c in CATEGORY.items()}
 SPLITS = ("train", "test")
 FUNCTION_SOURCES = ("curated", "synthesized", "both")
+REQUEST_STYLES = ("plain", "varied")
 TEST_PERCENT = 20
 """Share of request-text hash buckets that belong to the ``test`` split."""
 OFF_TOPIC_SHARE = 0.3
@@ -103,12 +104,18 @@ def _answer(fn: Function, values: Mapping[str, Any]) -> dict[str, list[Any]]:
     return {p.name: p.accepted(values.get(p.name, NO_DEFAULT)) for p in fn.params}
 
 
-def one_call(fn: Function, rng: np.random.Generator) -> Call:
-    """A request for one call to ``fn``, from one of its templates."""
+def one_call(fn: Function, rng: np.random.Generator, varied: bool = False) -> Call:
+    """A request for one call to ``fn``, from one of its templates.
+
+    ``varied`` (:mod:`.phrasing`): the request may also state optional arguments its template
+    leaves out, which the call must then give.
+    """
     template = fn.templates[int(rng.integers(len(fn.templates)))]
     names = fields(template)
-    values = _draw(fn, rng, names)
+    extra = phrasing.extra_optionals(fn, names, rng) if varied else []
+    values = _draw(fn, rng, names + extra)
     text = template.format(**{n: fn.param(n).text(values[n]) for n in names})
+    text = phrasing.state(text, [(fn.param(n), values[n]) for n in extra], rng)
     return Call(fn, text, _answer(fn, values))
 
 
@@ -153,12 +160,13 @@ def join_requests(requests: Sequence[str], rng: np.random.Generator) -> str:
     return out
 
 
-def distinct_calls(fns: Sequence[Function], rng: np.random.Generator) -> list[Call]:
+def distinct_calls(fns: Sequence[Function], rng: np.random.Generator,
+                   varied: bool = False) -> list[Call]:
     """One call per function in ``fns``, no two alike."""
     calls: list[Call] = []
     for fn in fns:
         for _ in range(_TRIES):
-            call = one_call(fn, rng)
+            call = one_call(fn, rng, varied)
             if all(call.key() != c.key() and call.request != c.request for c in calls):
                 calls.append(call)
                 break
@@ -203,53 +211,85 @@ def _weighted(rng: np.random.Generator, weights: Mapping[Any, int]) -> Any:
     return keys[int(rng.choice(len(keys), p=p / p.sum()))]
 
 
-def _generate(kind: str, rng: np.random.Generator, pool: Sequence[Function]
-              ) -> tuple[str, list[Function], list[Call]]:
+def _join(requests: Sequence[str], rng: np.random.Generator, varied: bool) -> str:
+    if varied and rng.random() < 0.5:
+        return phrasing.enumerate_asks(requests, rng)
+    return join_requests(requests, rng)
+
+
+def _parts(fns: Sequence[Function], rng: np.random.Generator, varied: bool
+           ) -> list[tuple[str, list[Call]]]:
+    """Request parts, each with its calls, for one call per entry of ``fns`` (may repeat).
+
+    Plain: one sentence a call. Varied: a repeated function with fanout templates is asked
+    for in one sentence half the time ("... in Oslo and Lima"), as people combine asks.
+    """
+    if not varied:
+        return [(c.request, [c]) for c in distinct_calls(fns, rng)]
+    parts: list[tuple[str, list[Call]]] = []
+    for fn in dict.fromkeys(fns):
+        count = fns.count(fn)
+        if count > 1 and fn.fanout and rng.random() < 0.5:
+            parts.append(fan_calls(fn, rng, count))
+        else:
+            parts += [(c.request, [c]) for c in distinct_calls([fn] * count, rng, varied)]
+    return parts
+
+
+def _generate(kind: str, rng: np.random.Generator, pool: Sequence[Function],
+              varied: bool = False) -> tuple[str, list[Function], list[Call]]:
     """Request text, offered functions (in offer order) and the calls it asks for.
 
-    Every function comes from ``pool`` (the curated library or a synthesized split's).
+    Every function comes from ``pool`` (the curated library or a synthesized split's);
+    ``varied`` writes requests as :mod:`.phrasing` does.
     """
+    def say(text: str) -> str:  # a single request, sometimes with a greeting or thanks
+        return phrasing.courteous(text, rng) if varied else text
+
     if kind == "simple":
         (fn,) = _functions(rng, 1, pool)
-        (call,) = distinct_calls([fn], rng)
-        return call.request, [fn], [call]
+        (call,) = distinct_calls([fn], rng, varied)
+        return say(call.request), [fn], [call]
     if kind == "multiple":
         (fn,) = _functions(rng, 1, pool)
-        (call,) = distinct_calls([fn], rng)
+        (call,) = distinct_calls([fn], rng, varied)
         offered = [fn, *_distractors(rng, [fn], _weighted(rng, {1: 79, 2: 85, 3: 36}), pool)]
-        return call.request, [offered[int(i)] for i in rng.permutation(len(offered))], [call]
+        return (say(call.request), [offered[int(i)] for i in rng.permutation(len(offered))],
+                [call])
     if kind == "parallel":
         count = _weighted(rng, {2: 110, 3: 52, 4: 38})
         fans = [f for f in pool if f.fanout]
         if rng.random() < 0.5:
             (fn,) = _functions(rng, 1, fans)
             text, calls = fan_calls(fn, rng, count)
-            return text, [fn], calls
+            return say(text), [fn], calls
         (fn,) = _functions(rng, 1, pool)
-        calls = distinct_calls([fn] * count, rng)
-        return join_requests([c.request for c in calls], rng), [fn], calls
+        calls = distinct_calls([fn] * count, rng, varied)
+        return _join([c.request for c in calls], rng, varied), [fn], calls
     if kind == "parallel_multiple":
         offer = _weighted(rng, {2: 100, 3: 80, 4: 20})
         count = _weighted(rng, {2: 64, 3: 66, 4: 70})
         used = _functions(rng, int(rng.integers(2, min(offer, count) + 1)), pool)
         extra = [used[int(i)] for i in rng.integers(len(used), size=count - len(used))]
-        calls = distinct_calls(used + extra, rng)
-        calls = [calls[int(i)] for i in rng.permutation(len(calls))]
+        parts = _parts(used + extra, rng, varied)
+        parts = [parts[int(i)] for i in rng.permutation(len(parts))]
         offered = used + _distractors(rng, used, offer - len(used), pool)
-        return (join_requests([c.request for c in calls], rng),
-                [offered[int(i)] for i in rng.permutation(len(offered))], calls)
+        return (_join([text for text, _ in parts], rng, varied),
+                [offered[int(i)] for i in rng.permutation(len(offered))],
+                [c for _, calls in parts for c in calls])
     if kind == "irrelevance":
         count = 1 if rng.random() < 0.8 else 2
         if rng.random() < OFF_TOPIC_SHARE:
             template, topics = OFF_TOPIC[int(rng.integers(len(OFF_TOPIC)))]
-            return (template.format(x=topics[int(rng.integers(len(topics)))]),
+            return (say(template.format(x=topics[int(rng.integers(len(topics)))])),
                     _functions(rng, count, pool), [])
         (fn,) = _functions(rng, 1, pool)
-        (call,) = distinct_calls([fn], rng)
+        (call,) = distinct_calls([fn], rng, varied)
         near = [f for f in pool if synth.area(f) == synth.area(fn) and not _same_job(f, fn)]
         offer = near if near and rng.random() < NEAR_MISS_SHARE else [
             f for f in pool if synth.area(f) != synth.area(fn)]
-        return call.request, _functions(rng, min(count, len(set(map(synth.job, offer)))), offer), []
+        return (say(call.request),
+                _functions(rng, min(count, len(set(map(synth.job, offer)))), offer), [])
     raise AssertionError(kind)
 
 
@@ -259,8 +299,8 @@ def in_split(text: str, split: str) -> bool:
     return (bucket < TEST_PERCENT) == (split == "test")
 
 
-def make_task(split: str, seed: int, kind: str = "mixed", functions: str = "curated"
-              ) -> BFCLTask:
+def make_task(split: str, seed: int, kind: str = "mixed", functions: str = "curated",
+              requests: str = "plain") -> BFCLTask:
     """The task of ``seed`` in ``split``, as a BFCL single-turn entry with its ground truth.
 
     Args:
@@ -271,29 +311,33 @@ def make_task(split: str, seed: int, kind: str = "mixed", functions: str = "cura
             ``"synthesized"`` (:mod:`.synth`: split by subject, so test tasks offer functions
             about subjects training never saw) or ``"both"`` (each task one or the other,
             half and half).
+        requests: ``"plain"`` (one templated sentence a call) or ``"varied"`` (greetings,
+            optional arguments stated, asks combined and enumerated; :mod:`.phrasing`).
 
     Raises:
-        ConfigError: Unknown split, kind or functions.
+        ConfigError: Unknown split, kind, functions or requests.
 
     Example:
         >>> task = make_task("train", 0, "simple")
         >>> task.category.name, len(task.entry["function"]), len(task.ground_truth)
         ('simple_python', 1, 1)
     """
-    check_args(kind, split, functions)
+    check_args(kind, split, functions, requests)
     rng = np.random.default_rng([_STREAM[split], _STREAM[kind], seed])
     chosen = _weighted(rng, BFCL_COUNTS) if kind == "mixed" else kind
     # the curated stream draws nothing more, so its tasks stay what they were
     synthesized = functions == "synthesized" or (functions == "both" and rng.random() < 0.5)
     pool = synth.pool(split) if synthesized else FUNCTIONS
     for _ in range(_TRIES):
-        text, offered, calls = _generate(chosen, rng, pool)
+        text, offered, calls = _generate(chosen, rng, pool, requests == "varied")
         if in_split(text, split):
             break
     else:
         raise RuntimeError(f"no {split} task in {_TRIES} draws")
     task_id = f"{kind}-{split}-{seed}" if functions == "curated" else (
         f"{functions}-{kind}-{split}-{seed}")
+    if requests != "plain":
+        task_id = f"{requests}-{task_id}"
     entry = {"id": task_id, "question": [[{"role": "user", "content": text}]],
              "function": [f.doc() for f in offered]}
     # what BFCL's loader does to each of its entries: the Python hint after every description
@@ -302,8 +346,9 @@ def make_task(split: str, seed: int, kind: str = "mixed", functions: str = "cura
     return BFCLTask(task_id, CATEGORIES[CATEGORY[chosen]], entry, truth)
 
 
-def check_args(kind: str, split: str, functions: str = "curated") -> None:
-    """Raise :class:`ConfigError` for an unknown ``kind``, ``split`` or ``functions``."""
+def check_args(kind: str, split: str, functions: str = "curated", requests: str = "plain"
+               ) -> None:
+    """Raise :class:`ConfigError` for an unknown kind, split, function source or style."""
     if kind not in ("mixed", *KINDS):
         raise ConfigError(f"kind must be 'mixed' or one of {KINDS}, got {kind!r}"
                           f"{did_you_mean(str(kind), ('mixed', *KINDS)) or ''}")
@@ -312,6 +357,9 @@ def check_args(kind: str, split: str, functions: str = "curated") -> None:
     if functions not in FUNCTION_SOURCES:
         raise ConfigError(f"functions must be one of {FUNCTION_SOURCES}, got {functions!r}"
                           f"{did_you_mean(str(functions), FUNCTION_SOURCES) or ''}")
+    if requests not in REQUEST_STYLES:
+        raise ConfigError(f"requests must be one of {REQUEST_STYLES}, got {requests!r}"
+                          f"{did_you_mean(str(requests), REQUEST_STYLES) or ''}")
 
 
 class FunctionCallsEnv(BFCLSingleTurnEnv):
@@ -322,6 +370,7 @@ class FunctionCallsEnv(BFCLSingleTurnEnv):
         split: ``"train"`` or ``"test"`` (disjoint request texts).
         functions: ``"curated"`` (the 55-function library), ``"synthesized"`` (composed
             signatures, :mod:`.synth`) or ``"both"``; see :func:`make_task`.
+        requests: ``"plain"`` or ``"varied"`` request phrasing; see :func:`make_task`.
 
     Raises:
         ConfigError: Unknown kind, split or functions; MissingExtraError without
@@ -338,17 +387,19 @@ class FunctionCallsEnv(BFCLSingleTurnEnv):
     """
 
     def __init__(self, kind: str = "mixed", split: Literal["train", "test"] = "train",
-                 functions: Literal["curated", "synthesized", "both"] = "curated") -> None:
-        check_args(kind, split, functions)
+                 functions: Literal["curated", "synthesized", "both"] = "curated",
+                 requests: Literal["plain", "varied"] = "plain") -> None:
+        check_args(kind, split, functions, requests)
         # BFCL's env with a placeholder category: each reset sets the task's own
         super().__init__("simple_python", split)
         self.kind = kind
         self.functions = functions
+        self.requests = requests
 
     def _pick_task(self, seed: int | None, options: Mapping[str, Any]) -> BFCLTask:
         """Generate the task of ``seed`` (a random one without a seed)."""
         index = seed if seed is not None else int(self.np_random.integers(1 << 30))
-        self.task = make_task(self.split, index, self.kind, self.functions)
+        self.task = make_task(self.split, index, self.kind, self.functions, self.requests)
         self.category = self.task.category
         return self.task
 
