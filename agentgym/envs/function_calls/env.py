@@ -140,13 +140,6 @@ def fan_calls(fn: Function, rng: np.random.Generator, count: int) -> tuple[str, 
     return template.format(**texts), calls
 
 
-def _lower_first(text: str) -> str:
-    word = text.split(" ", 1)[0]
-    if word in ("I", "I'm", "I'd") or not word[1:].islower():
-        return text
-    return text[0].lower() + text[1:]
-
-
 def join_requests(requests: Sequence[str], rng: np.random.Generator) -> str:
     """Several requests as one message: a numbered list, or sentences linked by a word."""
     style = int(rng.integers(3))
@@ -156,7 +149,7 @@ def join_requests(requests: Sequence[str], rng: np.random.Generator) -> str:
     link = ("Also,", "Then", "And") if style == 1 else ("After that,", "Additionally,", "Next,")
     out = requests[0]
     for r in requests[1:]:
-        out += f" {link[int(rng.integers(len(link)))]} {_lower_first(r)}"
+        out += f" {link[int(rng.integers(len(link)))]} {phrasing.lower_first(r)}"
     return out
 
 

@@ -64,7 +64,8 @@ def courteous(text: str, rng: np.random.Generator) -> str:
     return text
 
 
-def _lower_first(text: str) -> str:
+def lower_first(text: str) -> str:
+    """``text`` with its first word lower-cased, unless it is "I" or a name."""
     word = text.split(" ", 1)[0]
     if word in ("I", "I'm", "I'd") or not word[1:].islower():
         return text
@@ -76,7 +77,7 @@ def enumerate_asks(requests: Sequence[str], rng: np.random.Generator) -> str:
     parts = []
     for i, r in enumerate(requests):
         word = "Finally" if i == len(requests) - 1 and i >= 2 else ORDINALS[i]
-        parts.append(f"{word}, {_lower_first(r)}")
+        parts.append(f"{word}, {lower_first(r)}")
     opening = OPENINGS[int(rng.integers(len(OPENINGS)))]
     gap = " " if rng.random() < 0.5 else "\n\n"
     return opening + gap + gap.join(parts)
