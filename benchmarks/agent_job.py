@@ -5,10 +5,11 @@ points).
 Runs the three commands of ``examples/agent_calendar.yaml``'s header (the ones
 ``examples/agent_calendar.sh`` runs) one after the other, with their outputs moved under
 ``--run-root`` so that nothing in ``runs/`` is touched. While each runs, the resident sets of
-its whole process tree (the CLI, vLLM's engine core and worker) are summed once a second
-(``results.PeakMemory``); the peak is the largest sum. Then held-out success of the base
-model and the warm start (the SFT's metrics) and after RL, with RL's gain and its 95% paired
-interval (the RL run's metrics), are written to docs/agent-job.md, section "The job, timed".
+its whole process tree (the CLI and vLLM's engine core, which holds its worker on a CPU) are
+summed once a second (``results.PeakMemory``); the peak is the largest sum. Then held-out
+success of the base model and the warm start (the SFT's metrics) and after RL, with RL's gain
+and its 95% paired interval (the RL run's metrics), are written to docs/agent-job.md,
+section "The job, timed".
 
     python benchmarks/agent_job.py [--run-root runs/agent_job_bench] [--no-write]
 """
