@@ -32,3 +32,19 @@ def tiny_model_dir(tmp_path_factory, smollm2_tokenizer):
     tiny_model(tokenizer=smollm2_tokenizer, hidden_size=32, layers=1, heads=2).save_pretrained(path)
     smollm2_tokenizer.save_pretrained(path)
     return path
+
+
+@pytest.fixture(scope="session")
+def tiny_vllm_model_dir(tmp_path_factory, smollm2_tokenizer):
+    """As ``tiny_model_dir``, with heads vLLM's CPU attention runs (head size 32 and up).
+
+    For engine tests of what the engine is sent and when (syncs, staleness, env mixes), where
+    SmolLM2's generation and updates would only add minutes; the real model's path through
+    the engine is tested in tests/policies/test_vllm.py and test_vllm_training.py.
+    """
+    from agentgym.policies.models import tiny_model
+
+    path = tmp_path_factory.mktemp("tiny-vllm-model")
+    tiny_model(tokenizer=smollm2_tokenizer, hidden_size=64, layers=1, heads=2).save_pretrained(path)
+    smollm2_tokenizer.save_pretrained(path)
+    return path
