@@ -3,7 +3,8 @@ CPU build in CI): every update reaches the engine, full weights or LoRA adapters
 real training step the engine's behaviour log-probs agree with the trainer's own. Tests of the
 trainer's machinery on the engine (asynchrony, Ray workers, SUPO, env mixes, APRIL) run a tiny
 random model (``tiny_vllm_model_dir``): what they check does not depend on the model, and SmolLM2's
-generation and updates would only add minutes."""
+generation and updates would only add minutes. So does the test of SFT's held-out evaluation on
+the engine, on a task the tiny model learns."""
 
 import numpy as np
 import pytest
@@ -98,9 +99,14 @@ def test_async_training_on_the_engine_is_one_step_off_and_corrected(tmp_path,
     assert all(r["async/dropped_stale"] == 0 and r["sync_s"] > 0 for r in rows)
 
 
-def test_sft_held_out_evaluation_runs_on_the_engine_with_the_trained_weights(tmp_path):
+def test_sft_held_out_evaluation_runs_on_the_engine_with_the_trained_weights(
+        tmp_path, tiny_vllm_model_dir):
     """``agentgym sft`` with ``model.generation: vllm``: the engine is sent the weights before
-    each held-out evaluation, so its last score is the trained model's own (greedy)."""
+    each held-out evaluation, so its last score is the trained model's own (greedy).
+
+    The task has one question ("What is 2 * 2?"), which the tiny random model learns to answer
+    in 32 optimizer steps: its greedy score goes from 0 to 1, so an engine left with the base
+    weights would score 0 where the trained model scores 1."""
     pytest.importorskip("vllm")
     import asyncio
     import json
@@ -115,27 +121,26 @@ def test_sft_held_out_evaluation_runs_on_the_engine_with_the_trained_weights(tmp
     from agentgym.trainers.sft import sft
     from agentgym.trainers.sft_config import SFTConfig
 
-    env = {"id": "agentgym/Sokoban-v0", "kwargs": {"max_steps_generation": 10}}
+    env = {"id": "agentgym/MentalMath-v0",
+           "kwargs": {"low": 2, "high": 2, "ops": "*", "attempts": 1}}
     trajs = asyncio.run(run_groups(lambda: agentgym.make(env["id"], **env["kwargs"]),
-                                   ScriptedAgent(), range(100, 106), RolloutConfig(),
+                                   ScriptedAgent(), range(100, 132), RolloutConfig(),
                                    env_id=env["id"]))
     write_trajectories(tmp_path / "expert.jsonl", trajs)
     config = from_dict(SFTConfig, {
         "run_dir": str(tmp_path / "sft"), "save_every": 100, "tensorboard": False,
-        "env": {**env, "max_turns": 3, "eval_seeds": 8},
-        "model": {"path": "smollm2", "generation": "vllm"},
-        "rollout": {"context": "window", "history_length": 1, "max_tokens": 24},
+        "env": {**env, "eval_seeds": 4},
+        "model": {"path": str(tiny_vllm_model_dir), "generation": "vllm"},
+        "rollout": {"max_tokens": 8},
         "data": {"paths": [str(tmp_path / "expert.jsonl")]},
-        # batches of 4: enough optimizer steps that the greedy held-out score moves off the
-        # base model's (with episode-ordered batches of 8 it stayed at 0.0)
-        "optim": {"lr": 1e-3, "epochs": 1, "batch_size": 4}})
+        "optim": {"lr": 1e-2, "epochs": 4, "batch_size": 4}})
     run = sft(config)
     rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
     trained = asyncio.run(evaluate_held_out(config.as_train_config(),
                                             TransformersPolicy.load(str(run / "model"))))
     print(f"held-out before {rows[0]['eval/reward_mean']:.3f}, engine after "
           f"{rows[-1]['eval/reward_mean']:.3f}, trained model {trained['eval/reward_mean']:.3f}")
-    assert trained["eval/reward_mean"] != rows[0]["eval/reward_mean"]  # training moved it
+    assert rows[0]["eval/reward_mean"] == 0.0 and trained["eval/reward_mean"] == 1.0
     assert rows[-1]["eval/success_rate"] == trained["eval/success_rate"]
     assert rows[-1]["eval/reward_mean"] == pytest.approx(trained["eval/reward_mean"])
 
