@@ -55,7 +55,8 @@ def test_shipped_set_size_and_splits():
                                                         task.fail_to_pass + task.pass_to_pass}
 
 
-async def _check_task(env: SWEEnv, task) -> None:
+async def _check_task(env: SWEEnv, task) -> str:
+    """Wrong, oracle and empty patches score as they should; returns the oracle's patch."""
     # Wrong patch: the FAIL_TO_PASS tests run on the buggy behaviour, and fail.
     wrong = await _episode(env, task.instance_id, [_wrong_edit(task), _call("submit")])
     info, ev = wrong.steps[-1].result.info, env.evaluation
@@ -71,17 +72,26 @@ async def _check_task(env: SWEEnv, task) -> None:
     assert info["fail_to_pass_passed"] == len(task.fail_to_pass)
     assert info["pass_to_pass_passed"] == len(task.pass_to_pass)
     assert swe_outcome(oracle) == "resolved"
+    oracle_patch = env.evaluation.patch
     # Empty patch: not resolved, no tests needed.
     empty = await _episode(env, task.instance_id, [_call("submit")])
     info = empty.steps[-1].result.info
     assert (empty.outcome_reward, info["resolved"], info["patch_empty"]) == (0.0, False, True)
     assert swe_outcome(empty) == "empty_patch"
+    return oracle_patch
 
 
 @pytest.mark.parametrize("task", TASKS, ids=lambda t: t.instance_id)
 async def test_task_fails_before_and_only_the_oracle_resolves(task):
-    async with SWEEnv(split="all") as env:
-        await _check_task(env, task)
+    """Wrong, oracle and empty patches score as they should, and ``expert="editor"`` (each
+    hunk demonstrated as a str_replace) makes the oracle's fix: the same patch, resolved."""
+    async with SWEEnv(split="all") as env, SWEEnv(split="all", expert="editor") as edits:
+        oracle_patch = await _check_task(env, task)
+        by_editor = await _episode(edits, task.instance_id, [edits.expert_action] * 8)
+    assert by_editor.outcome_reward == 1.0
+    assert edits.evaluation is not None and edits.evaluation.patch == oracle_patch
+    names = [c.name for s in by_editor.steps for c in s.action.tool_calls]
+    assert names[-1] == "submit" and set(names[:-1]) == {"editor"}, names
 
 
 async def test_editing_the_judging_tests_does_not_count():
@@ -134,16 +144,3 @@ def test_registered_env_uses_the_shipped_splits():
     env = agentgym.make("agentgym/SWE-v0", split="test")
     assert {t.instance_id for t in env.unwrapped.tasks} == {
         t.instance_id for t in TASKS if t.split == "test"}
-
-
-@pytest.mark.parametrize("task", TASKS, ids=lambda t: t.instance_id)
-async def test_editor_oracle_leaves_the_patch_oracles_tree(task):
-    """``expert="editor"`` demonstrates each hunk as a str_replace; the fix is the same."""
-    async with SWEEnv(split="all") as env, SWEEnv(split="all", expert="editor") as edits:
-        by_patch = await _episode(env, task.instance_id, [env.expert_action] * 2)
-        by_editor = await _episode(edits, task.instance_id, [edits.expert_action] * 8)
-    assert by_patch.outcome_reward == by_editor.outcome_reward == 1.0
-    assert env.evaluation is not None and edits.evaluation is not None
-    assert edits.evaluation.patch == env.evaluation.patch
-    names = [c.name for s in by_editor.steps for c in s.action.tool_calls]
-    assert names[-1] == "submit" and set(names[:-1]) == {"editor"}, names
