@@ -40,7 +40,7 @@ def tiny_vllm_model_dir(tmp_path_factory, smollm2_tokenizer):
 
     For engine tests of what the engine is sent and when (syncs, staleness, env mixes), where
     SmolLM2's generation and updates would only add minutes; the real model's path through
-    the engine is tested in tests/policies/test_vllm.py and test_vllm_training.py.
+    the engine is tested in tests/policies/test_vllm.py.
     """
     from agentgym.policies.models import tiny_model
 
