@@ -33,13 +33,14 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 
 from agentgym.errors import AgentGymError, MissingExtraError
+from agentgym.trainers.config_update import MiniBatchBy
 from agentgym.trainers.packing import packed_order
 from agentgym.types import Group
 
@@ -267,6 +268,32 @@ class MicroBatch:
         return MicroBatch(**moved, sample_indices=self.sample_indices,
                           global_tokens=self.global_tokens,
                           global_sequences=self.global_sequences, oversized=self.oversized)
+
+
+def mini_batch_parts(samples: Sequence[Sample], parts: int, rng: np.random.Generator, *,
+                     by: MiniBatchBy = "sample") -> list[list[int]]:
+    """Split one epoch's samples at random into ``parts`` mini-batches (indices into samples).
+
+    ``by="sample"`` shuffles the samples and cuts them into ``parts`` near-equal runs;
+    ``"episode"`` and ``"group"`` shuffle and cut whole trajectories or groups instead, so an
+    episode's turns (and a group's rollouts) meet in one mini-batch, where prefix packing
+    computes what they share once. Each call draws one permutation from ``rng``. Parts that
+    would be empty (fewer units than ``parts``) are left out.
+
+    Example:
+        >>> mini_batch_parts(samples, 2, np.random.default_rng(0), by="group")  # doctest: +SKIP
+        [[4, 5, 6, 7], [0, 1, 2, 3]]
+    """
+    if by == "sample":
+        members = [[i] for i in range(len(samples))]
+    else:
+        keyed: dict[str, list[int]] = {}
+        for i, s in enumerate(samples):
+            keyed.setdefault(s.traj_id if by == "episode" else s.group_id, []).append(i)
+        members = list(keyed.values())
+    order = rng.permutation(len(members))
+    return [[i for unit in chunk for i in members[unit]]
+            for chunk in np.array_split(order, parts) if len(chunk)]
 
 
 def micro_batches(samples: list[Sample], max_tokens: int, pad_id: int, *,

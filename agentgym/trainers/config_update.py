@@ -14,6 +14,9 @@ from agentgym.errors import ConfigError
 from agentgym.trainers.precision import Autocast
 from agentgym.trainers.supo import SUPOOptions
 
+MiniBatchBy = Literal["sample", "episode", "group"]
+"""What a split of a step's samples into mini-batches keeps whole (``optim.mini_batch_by``)."""
+
 MAX_LR = 1.0
 """Largest learning rate accepted: AdamW moves each weight by about lr a step, so past 1 a
 step overwrites what the model knew, and past ~1e37 the step itself overflows float32."""
@@ -151,6 +154,14 @@ class OptimConfig:
     """Passes over each step's samples."""
     mini_batches: int = 1
     """Optimizer steps per epoch (the samples are split into this many parts)."""
+    mini_batch_by: MiniBatchBy = "sample"
+    """What the split into ``mini_batches`` keeps whole: ``sample`` (each step's sample on
+    its own), ``episode`` (an episode's turns together) or ``group`` (a task's rollouts
+    together, as verl's mini-batches count prompts). With ``pack_prefixes``, turns and
+    rollouts kept together share their prefixes in one prefix tree: on the agent job's
+    rollouts (32 episodes, 3.3 turns each, two mini-batches) 17.1k packed tokens by episode
+    and 14.6k by group against 19-21k by sample (docs/agent-job.md). A step with fewer
+    episodes or groups than ``mini_batches`` takes one optimizer step per episode or group."""
     max_tokens_per_micro_batch: int = 4096
     """Padded tokens per forward pass (gradient accumulation does the rest); packed tokens
     when ``pack_prefixes`` is on."""

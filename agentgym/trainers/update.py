@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from agentgym.trainers import rollout_correction
-from agentgym.trainers.batching import MicroBatch, Sample, micro_batches
+from agentgym.trainers.batching import MicroBatch, Sample, micro_batches, mini_batch_parts
 from agentgym.trainers.config import LossConfig, OptimConfig, TrainConfig
 from agentgym.trainers.finite import check_update, check_weights
 from agentgym.trainers.loss import LossStats, packed_token_logprobs, ppo_clip_loss, token_logprobs
@@ -193,13 +193,12 @@ def ppo_update(learner: Learner, samples: Sequence[Sample], config: UpdateConfig
     order = np.random.default_rng([config.seed, step])  # the same order on every rank
     plan = []  # per optimizer step, its micro-batches: cut up front to count them
     for _ in range(optim.epochs):
-        shuffled = [samples[i] for i in order.permutation(len(samples))]
-        plan += [sharding.micro_batches([shuffled[i] for i in part],
+        plan += [sharding.micro_batches([samples[i] for i in part],
                                         optim.max_tokens_per_micro_batch,
                                         learner.pad_token_id, pack=optim.pack_prefixes,
                                         skip_zero_advantage=skip)
-                 for part in np.array_split(np.arange(len(shuffled)), optim.mini_batches)
-                 if len(part)]
+                 for part in mini_batch_parts(samples, optim.mini_batches, order,
+                                              by=optim.mini_batch_by)]
     done, planned = 0, sum(map(len, plan))
     if on_micro_batch is not None:
         on_micro_batch(0, planned)
