@@ -158,10 +158,11 @@ class OptimConfig:
     """What the split into ``mini_batches`` keeps whole: ``sample`` (each step's sample on
     its own), ``episode`` (an episode's turns together) or ``group`` (a task's rollouts
     together, as verl's mini-batches count prompts). With ``pack_prefixes``, turns and
-    rollouts kept together share their prefixes in one prefix tree: on the agent job's
-    rollouts (32 episodes, 3.3 turns each, two mini-batches) 17.1k packed tokens by episode
-    and 14.6k by group against 19-21k by sample (docs/agent-job.md). A step with fewer
-    episodes or groups than ``mini_batches`` takes one optimizer step per episode or group."""
+    rollouts kept together share their prefixes in one prefix tree: on 32 rollouts of the
+    agent job's warm start, in two mini-batches, 11.5k tokens forwarded by group and 12.3k
+    by episode against 15.2k by sample, and a paired step's update took 171 s against 224 s
+    (docs/agent-job.md, run 25). A step with fewer episodes or groups than ``mini_batches``
+    takes one optimizer step per episode or group."""
     max_tokens_per_micro_batch: int = 4096
     """Padded tokens per forward pass (gradient accumulation does the rest); packed tokens
     when ``pack_prefixes`` is on."""
