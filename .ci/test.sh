@@ -43,8 +43,11 @@ typecheck=$!
 # Here the engine and the browser are installed: a docker or browser test that skips is a failure,
 # and so is a test that would skip for want of torch, transformers, ray or mcp.
 export AGENTGYM_REQUIRE_DOCKER=1 AGENTGYM_REQUIRE_BROWSER=1 AGENTGYM_REQUIRE_EXTRAS=1
+# Two pytest-xdist workers: the serial suite keeps about 1.3 of the 2 cores busy (its tests
+# wait on engines, browsers, containers and JVMs); tests/conftest.py keeps the vLLM tests on one
+# worker and starts the longest first.
 status=0
-python -m pytest -m "not gpu and not sweep" "$@" || status=$?
+python -m pytest -n 2 --dist loadgroup -m "not gpu and not sweep" "$@" || status=$?
 if ! wait "$typecheck"; then
     echo "type check (bash .ci/typecheck.sh) failed:"
     [ "$status" -ne 0 ] || status=1

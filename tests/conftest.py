@@ -11,6 +11,33 @@ pytest_plugins = ["docker_fixtures", "process_fixtures"]
 # In CI (AGENTGYM_REQUIRE_EXTRAS=1) an importorskip of torch, transformers, ray or mcp fails.
 required_imports.install()
 
+LONGEST = ("tests/test_main_job.py::test_the_quickstart_gains_20_points_of_held_out_success",)
+"""Tests that start first when the suite is spread over workers (the quick example's whole
+run: a third of a worker's share; started last, the other worker would sit idle beside it)."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if hasattr(config, "workerinput"):
+        # an xdist worker starts with COLUMNS=80 in its environment, which rich reads once
+        # when the CLI's console is made: tests that widen it per call would get 80 columns
+        os.environ.pop("COLUMNS", None)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (CI: ``-n 2 --dist loadgroup``), plan how tests share the workers.
+
+    Every vLLM test runs on one worker, so at most one engine runs at a time (an engine binds
+    its threads to every core and holds its KV cache); that group and :data:`LONGEST` start
+    first. A plain run (no ``-n``) keeps the collected order.
+    """
+    if not hasattr(config, "workerinput"):  # not an xdist worker (whose own dist is "no")
+        return
+    for item in items:
+        if item.get_closest_marker("vllm"):
+            item.add_marker(pytest.mark.xdist_group("vllm"))
+    items.sort(key=lambda item: (item.nodeid not in LONGEST,
+                                 item.get_closest_marker("vllm") is None))
+
 
 @pytest.fixture(scope="session")
 def smollm2_tokenizer():

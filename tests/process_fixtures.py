@@ -10,7 +10,8 @@
   (set here at start-up, so inherited by everything the tests start, orphans included, and by
   nothing that other users of the machine run). Processes meant to outlive a test are stopped
   by their own fixtures before this check; the few kept on purpose are listed in
-  :data:`KEPT` with the reason.
+  :data:`KEPT` with the reason. Under pytest-xdist each worker is such a session of its own
+  (its pid is its marker); it reports what it killed to the controller, which fails the run.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -33,6 +35,8 @@ READY_S = 300.0
 import torch and load a model); a bound on a hang, not a performance check."""
 STOP_S = 120.0
 """How long a command may take to exit once told to stop (same reasoning)."""
+LEFT_RUNNING = "agentgym_left_running"
+"""Where a pytest-xdist worker's session check puts its finding for the controller."""
 GRACE_S = 15.0
 """How long the session check waits for processes that are already exiting."""
 KEPT = (
@@ -195,6 +199,11 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if not os.path.isdir("/proc"):  # the check reads /proc (Linux, where CI runs)
         return
+    if session.config.pluginmanager.hasplugin("dsession"):
+        # pytest-xdist's controller runs no test: each worker checks what it started and
+        # sends its finding here (pytest_testnodedown), where it fails the whole run
+        _fail_session(session, "\n".join(getattr(session.config, LEFT_RUNNING, [])))
+        return
     jvm = sys.modules.get("agentgym.envs.jvm")
     if jvm is not None:  # the JVM pools live for the process on purpose; end them first
         jvm.shutdown_pools()
@@ -211,9 +220,27 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         except OSError:
             pass
     lines = "\n".join(f"  pid {pid}: {line[:300]}" for pid, line in sorted(left.items()))
-    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     message = (f"{len(left)} process(es) started by the tests were still running at the end "
                f"of the session (now killed); end them in the test's fixture:\n{lines}")
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # a pytest-xdist worker: its controller reports and fails
+        workeroutput[LEFT_RUNNING] = message
+    _fail_session(session, message)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """In pytest-xdist's controller: keep what a finished worker found still running."""
+    message = getattr(node, "workeroutput", {}).get(LEFT_RUNNING)
+    if message:
+        found = getattr(node.config, LEFT_RUNNING, [])
+        setattr(node.config, LEFT_RUNNING, [*found, message])
+
+
+def _fail_session(session: pytest.Session, message: str) -> None:
+    if not message:
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
         reporter.write_line(message, red=True)
     else:

@@ -14,8 +14,12 @@ from process_fixtures import SESSION_ENV, session_processes
 TESTS = Path(__file__).parent
 
 
-def _session(tmp_path: Path, body: str) -> tuple[subprocess.CompletedProcess[str], int | None]:
-    """Run a pytest session of one test with the process plugin; returns it and a pid it left."""
+def _session(tmp_path: Path, body: str, workers: int = 0,
+             ) -> tuple[subprocess.CompletedProcess[str], int | None]:
+    """Run a pytest session of one test with the process plugin; returns it and a pid it left.
+
+    ``workers``: spread over that many pytest-xdist workers (as CI runs), or none.
+    """
     pid_file = tmp_path / "pid"
     (tmp_path / "test_inner.py").write_text(
         "import subprocess, sys\n"
@@ -25,7 +29,8 @@ def _session(tmp_path: Path, body: str) -> tuple[subprocess.CompletedProcess[str
         "PYTHONPATH", "")])}
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "process_fixtures", "-p", "no:cacheprovider",
-         "--rootdir", str(tmp_path), "-c", os.devnull, str(tmp_path / "test_inner.py")],
+         "--rootdir", str(tmp_path), "-c", os.devnull, str(tmp_path / "test_inner.py"),
+         *(["-n", str(workers)] if workers else [])],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     pid = int(pid_file.read_text()) if pid_file.exists() else None
     return done, pid
@@ -39,15 +44,18 @@ def _running(pid: int) -> bool:
         return False
 
 
+@pytest.mark.parametrize("workers", [0, 2], ids=["one-process", "two-xdist-workers"])
 @pytest.mark.parametrize("how", ["child", "orphan"])
-def test_a_process_left_running_fails_the_session_and_is_killed(tmp_path, how):
+def test_a_process_left_running_fails_the_session_and_is_killed(tmp_path, how, workers):
     start = ("    p = subprocess.Popen(['sleep', '600'])\n"
              "    open(PID_FILE, 'w').write(str(p.pid))\n" if how == "child" else
              # the shell exits at once: the sleep is reparented, found by its environment
              "    out = subprocess.run(['sh', '-c', 'sleep 600 >/dev/null 2>&1 & echo $!'],\n"
              "                         capture_output=True, text=True).stdout\n"
              "    open(PID_FILE, 'w').write(out.strip())\n")
-    done, pid = _session(tmp_path, start)
+    if workers:
+        pytest.importorskip("xdist")
+    done, pid = _session(tmp_path, start, workers)
     assert pid is not None, done.stdout + done.stderr
     try:
         assert done.returncode == 1, done.stdout + done.stderr
