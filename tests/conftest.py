@@ -23,6 +23,7 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ.pop("COLUMNS", None)
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook turns the marks into groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under pytest-xdist (CI: ``-n 2 --dist loadgroup``), plan how tests share the workers.
 
