@@ -144,19 +144,33 @@ async def test_shared_pool_is_one_per_config(docker_config, docker_client):
 
 async def test_cancelled_cold_start_leaves_no_container(docker_config, docker_client):
     from agentgym.sandboxes.docker import DockerSandbox
+    from agentgym.sandboxes.engine import OWNER_LABEL, owner_id
 
-    def new() -> list[str]:  # this process's containers the test started (a shared pool that
-        # an earlier test on the same worker left warm is not this test's)
-        return sorted({c.id for c in _ours(docker_client)} - before)
+    before = {c.id for c in _ours(docker_client)}  # e.g. a warm shared pool of an earlier test
+    since = int(time.time()) - 1
 
-    before = {c.id for c in _ours(docker_client)}
+    def lifecycle() -> tuple[set[str], set[str]]:
+        """Ids of this process's containers created, and destroyed, since the test began."""
+        seen: dict[str, set[str]] = {"create": set(), "destroy": set()}
+        for event in docker_client.events(
+                since=since, until=int(time.time()), decode=True,
+                filters={"type": "container", "label": f"{OWNER_LABEL}={owner_id()}"}):
+            if event.get("Action") in seen:
+                seen[event["Action"]].add(event["id"])
+        return seen["create"] - before, seen["destroy"]
+
     box = DockerSandbox(docker_config)
     task = asyncio.create_task(box.start())
     await asyncio.sleep(0.05)  # the container is being created in a thread
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    deadline = time.monotonic() + 120  # a bound on a hang; a loaded machine removes slowly
-    while new() and time.monotonic() < deadline:  # noqa: ASYNC110 - polls the engine
-        await asyncio.sleep(0.2)
-    assert new() == []
+    # The thread goes on to create the container (on a loaded machine, after the cancel), then
+    # it is removed: wait for both, bounded against a hang.
+    deadline = time.monotonic() + 120
+    created, destroyed = lifecycle()
+    while not (created and created <= destroyed) and time.monotonic() < deadline:
+        await asyncio.sleep(0.5)  # noqa: ASYNC110 - polls the engine
+        created, destroyed = lifecycle()
+    assert created and created <= destroyed, (created, destroyed)
+    assert {c.id for c in _ours(docker_client)} - before == set()
