@@ -16,10 +16,21 @@ import pytest
 pytestmark = pytest.mark.docker
 
 
+_EARLIER: set[str] = set()
+"""This process's containers from before these tests (a SWE recipe's warm container that an
+earlier test on the same xdist worker keeps for the process's life): not the pool's."""
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _earlier_containers(docker_client):
+    _EARLIER.update(c.id for c in _ours(docker_client))
+
+
 def _ours(client, owner=None):
     from agentgym.sandboxes.engine import OWNER_LABEL, list_sandboxes, owner_id
 
-    return list_sandboxes(client, **{OWNER_LABEL: owner or owner_id()})
+    return [c for c in list_sandboxes(client, **{OWNER_LABEL: owner or owner_id()})
+            if c.id not in _EARLIER]
 
 
 async def test_warm_acquire_refill_and_discard(docker_config, docker_client):
@@ -146,7 +157,7 @@ async def test_cancelled_cold_start_leaves_no_container(docker_config, docker_cl
     from agentgym.sandboxes.docker import DockerSandbox
     from agentgym.sandboxes.engine import OWNER_LABEL, owner_id
 
-    before = {c.id for c in _ours(docker_client)}  # e.g. a warm shared pool of an earlier test
+    before = {c.id for c in _ours(docker_client)}
     since = int(time.time()) - 1
 
     def lifecycle() -> tuple[set[str], set[str]]:
