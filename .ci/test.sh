@@ -11,6 +11,9 @@ command -v dockerd >/dev/null || need+=(docker.io)
 command -v debootstrap >/dev/null || need+=(debootstrap)
 # A Java runtime for the ScienceWorld and TextWorldExpress engines (bundled jars).
 command -v java >/dev/null || need+=(default-jre-headless)
+# tcmalloc, which the commands that train or generate and vLLM's engine preload when the
+# system has it (agentgym/memory.py; tests/test_memory.py fails without it here).
+ldconfig -p | grep -q libtcmalloc_minimal || need+=(libtcmalloc-minimal4)
 if ((${#need[@]})); then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi

@@ -24,6 +24,7 @@ from rich.table import Table
 import agentgym
 from agentgym.errors import AgentGymError, ConfigError, SchemaError
 from agentgym.evaluation.inputs import check_device, check_output_file, check_policy_spec
+from agentgym.memory import rerun_with_tcmalloc
 from agentgym.policies.limits import REMOTE_STEP_TIMEOUT, default_timeouts
 
 app = typer.Typer(help="Train and evaluate LLM agents in multi-turn environments.",
@@ -452,8 +453,11 @@ def main() -> None:
     (a missing or unreadable file, a file that is not UTF-8, broken YAML, input nested deeper
     than the parser's stack) end the same way. ``AGENTGYM_TRACEBACK=1`` shows the traceback.
     A SIGTERM (a scheduler's or ``kill``'s) stops a command as Ctrl-C does, so what it started
-    (a vLLM engine's processes, JVM pools) is shut down rather than left running.
+    (a vLLM engine's processes, JVM pools) is shut down rather than left running. A command
+    that trains or generates first starts itself again under tcmalloc where the system has
+    it (agentgym/memory.py: about 40% less peak memory in training, at the same speed).
     """
+    rerun_with_tcmalloc(sys.argv[1:])
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         app()

@@ -6,6 +6,7 @@ its weights put the original ones back.
 """
 
 import asyncio
+import os
 import time
 
 import numpy as np
@@ -21,6 +22,8 @@ MARGIN = 2e-3
 closer than this in log-prob there (kernel and summation order decide such near-ties)."""
 LOGPROB_TOL = 2e-3
 """Largest |engine log-prob − trainer log-prob| allowed per token (float32 weights)."""
+PRELOAD = os.environ.get("LD_PRELOAD")
+"""This process's LD_PRELOAD before any engine started (vLLM adds to it while one starts)."""
 
 
 def _prompts(n=32):
@@ -107,6 +110,20 @@ async def _parity(engine, reference, messages):
                    and not _explained(reference.model, a, b)]
     same = sum(a.completion_ids == b.completion_ids for a, b in zip(ours, theirs, strict=True))
     return same, unexplained, ours, theirs
+
+
+async def test_the_engine_runs_under_tcmalloc_and_leaves_ld_preload_as_it_was(engine):
+    import psutil
+
+    from agentgym.memory import find_tcmalloc
+
+    cores = [p for p in psutil.Process().children(recursive=True)
+             if "EngineCor" in p.name()]
+    assert cores, "the engine's process is not a child of this one"
+    mapped = {m.path for m in cores[0].memory_maps()}
+    assert any("libtcmalloc" in path for path in mapped) == (
+        find_tcmalloc() is not None or "libtcmalloc" in (PRELOAD or ""))
+    assert os.environ.get("LD_PRELOAD") == PRELOAD
 
 
 async def test_greedy_generations_equal_the_transformers_backend(engine, reference):
