@@ -95,8 +95,10 @@ def rerun_with_tcmalloc(argv: Sequence[str]) -> None:
     """Start this command again with tcmalloc preloaded, if it trains or generates.
 
     Replaces the process (same pid, open files and terminal) when ``argv[0]`` is one of
-    :data:`PRELOADED_COMMANDS`, tcmalloc is found and not loaded, and ``AGENTGYM_TCMALLOC``
-    is not ``0``; otherwise returns. In the restarted process, tcmalloc is taken out of the
+    :data:`PRELOADED_COMMANDS`, ``argv`` ends the command line the process was started with
+    (a caller that calls the CLI's ``main`` in-process with other arguments is left alone),
+    tcmalloc is found and not loaded, and ``AGENTGYM_TCMALLOC`` is not ``0``; otherwise
+    returns. In the restarted process, tcmalloc is taken out of the
     ``LD_PRELOAD`` its children inherit (browsers, JVMs and sandboxes keep their own
     allocators; vLLM's engine gets it back through :func:`with_tcmalloc`).
 
@@ -112,8 +114,8 @@ def rerun_with_tcmalloc(argv: Sequence[str]) -> None:
             os.environ.pop("LD_PRELOAD", None)
         return
     if not argv or argv[0] not in PRELOADED_COMMANDS or "--help" in argv \
-            or tcmalloc_loaded():
-        return
+            or list(sys.orig_argv[-len(argv):]) != list(argv) or tcmalloc_loaded():
+        return  # (orig_argv: only the command this process was started as is run again)
     env = with_tcmalloc(os.environ)
     if env.get("LD_PRELOAD") == os.environ.get("LD_PRELOAD"):
         return  # off, not installed, or not Linux

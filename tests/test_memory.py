@@ -66,18 +66,25 @@ def test_only_commands_that_train_or_generate_start_again(found, monkeypatch):
     monkeypatch.setattr(os, "execve", execve)
     monkeypatch.delenv("LD_PRELOAD", raising=False)
     for argv in ([], ["envs"], ["compare", "a", "b"], ["--help"], ["train", "--help"]):
+        monkeypatch.setattr(sys, "orig_argv", ["python", "/bin/agentgym", *argv])
         rerun_with_tcmalloc(argv)
+    monkeypatch.setattr(sys, "orig_argv", ["python", "-m", "pytest", "tests"])
+    rerun_with_tcmalloc(["train", "job.yaml"])  # main() called in-process: not this command
     assert calls == []
+    monkeypatch.setattr(sys, "orig_argv", ["python", "/bin/agentgym", "train", "job.yaml"])
     with pytest.raises(SystemExit):
         rerun_with_tcmalloc(["train", "job.yaml"])
     (path, args, env), = calls
-    assert path == sys.executable and args == [sys.executable, *sys.orig_argv[1:]]
+    assert path == sys.executable and args == [sys.executable, "/bin/agentgym", "train",
+                                               "job.yaml"]
     assert env["LD_PRELOAD"] == "/lib/libtcmalloc_minimal.so.4"
     assert env["AGENTGYM_TCMALLOC_PRELOADED"] == "/lib/libtcmalloc_minimal.so.4"
 
 
 def test_an_already_loaded_or_switched_off_tcmalloc_starts_nothing(found, monkeypatch):
     monkeypatch.setattr(os, "execve", lambda *a: pytest.fail("started again"))
+    monkeypatch.setattr(sys, "orig_argv", ["python", "/bin/agentgym", "train", "job.yaml"])
+    monkeypatch.delenv("AGENTGYM_TCMALLOC", raising=False)
     monkeypatch.setattr(memory, "tcmalloc_loaded", lambda: True)
     rerun_with_tcmalloc(["train", "job.yaml"])
     monkeypatch.setattr(memory, "tcmalloc_loaded", lambda: False)
@@ -100,7 +107,7 @@ def test_the_started_process_takes_tcmalloc_out_of_what_children_inherit(monkeyp
 PROBE = """
 import json, os, subprocess, sys
 from agentgym.memory import rerun_with_tcmalloc, tcmalloc_loaded
-rerun_with_tcmalloc(["rollout"])
+rerun_with_tcmalloc(sys.argv[1:])
 child = subprocess.run(["cat", "/proc/self/maps"], capture_output=True, text=True).stdout
 print(json.dumps({"pid": os.getpid(), "loaded": tcmalloc_loaded(),
                   "preload": os.environ.get("LD_PRELOAD"), "child": "libtcmalloc" in child}))
@@ -114,12 +121,12 @@ def test_a_real_restart_runs_under_tcmalloc_and_its_children_do_not():
     assert memory.find_tcmalloc() is not None, "CI installs libtcmalloc-minimal4 (.ci/test.sh)"
     env = {k: v for k, v in os.environ.items()
            if k not in ("LD_PRELOAD", "AGENTGYM_TCMALLOC", "AGENTGYM_TCMALLOC_PRELOADED")}
-    proc = subprocess.Popen([sys.executable, "-c", PROBE], stdout=subprocess.PIPE, text=True,
-                            env=env)
+    proc = subprocess.Popen([sys.executable, "-c", PROBE, "rollout"], stdout=subprocess.PIPE,
+                            text=True, env=env)
     out, _ = proc.communicate(timeout=120)
     seen = json.loads(out)
     assert seen["pid"] == proc.pid  # replaced in place, not a child
     assert seen["loaded"] is True and seen["child"] is False and seen["preload"] is None
-    off = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True,
+    off = subprocess.run([sys.executable, "-c", PROBE, "rollout"], capture_output=True, text=True,
                          env={**env, "AGENTGYM_TCMALLOC": "0"}, timeout=120)
     assert json.loads(off.stdout)["loaded"] is False
