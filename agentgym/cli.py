@@ -455,7 +455,8 @@ def main() -> None:
     A SIGTERM (a scheduler's or ``kill``'s) stops a command as Ctrl-C does, so what it started
     (a vLLM engine's processes, JVM pools) is shut down rather than left running. A command
     that trains or generates first starts itself again under tcmalloc where the system has
-    it (agentgym/memory.py: about 40% less peak memory in training, at the same speed).
+    it (agentgym/memory.py: the agent job's RL updates about 40% faster, its SFT process
+    1.25 GB smaller, its RL training process 0.7 GB larger).
     """
     rerun_with_tcmalloc(sys.argv[1:])
     signal.signal(signal.SIGTERM, signal.default_int_handler)
