@@ -41,10 +41,31 @@ def _peft() -> Any:
     return peft
 
 
-def peft_config(lora: LoraConfig) -> Any:
-    """The ``peft.LoraConfig`` for the run's LoRA settings."""
+def peft_config(lora: LoraConfig, num_layers: int | None = None) -> Any:
+    """The ``peft.LoraConfig`` for the run's LoRA settings.
+
+    Args:
+        lora: The run's settings.
+        num_layers: The model's decoder layers; needed when ``lora.top_layers`` is set.
+
+    Raises:
+        ConfigError: ``top_layers`` is more than the model has (or ``num_layers`` is missing).
+    """
+    layers = None
+    if lora.top_layers:
+        if num_layers is None or lora.top_layers > num_layers:
+            raise ConfigError(f"model.lora.top_layers={lora.top_layers}, but the model has "
+                              f"{num_layers} decoder layers; use at most that many, or 0 for "
+                              "every layer")
+        layers = list(range(num_layers - lora.top_layers, num_layers))
     return _peft().LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
-                              target_modules=list(lora.target_modules), task_type="CAUSAL_LM")
+                              target_modules=list(lora.target_modules),
+                              layers_to_transform=layers, task_type="CAUSAL_LM")
+
+
+def layer_count(model_config: Any) -> int | None:
+    """A transformers config's decoder layer count (``num_hidden_layers``), if it has one."""
+    return getattr(model_config, "num_hidden_layers", None)
 
 
 def with_lora(model: Any, lora: LoraConfig) -> Any:
@@ -56,7 +77,7 @@ def with_lora(model: Any, lora: LoraConfig) -> Any:
     names = [name for name, _ in model.named_modules()]
     check_targets(lora, names, "the model")
     try:
-        return _peft().get_peft_model(model, peft_config(lora))
+        return _peft().get_peft_model(model, peft_config(lora, layer_count(model.config)))
     except ValueError as exc:  # e.g. a target that is no layer peft can adapt
         raise ConfigError(f"model.lora.target_modules {list(lora.target_modules)}: {exc}; "
                           "name linear layers such as q_proj, v_proj") from None

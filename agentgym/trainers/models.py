@@ -72,9 +72,13 @@ def checkpoint_activations(model: Any) -> Any:
 
     Generation runs the model in eval mode, where transformers keeps its KV cache, so the
     same model still decodes with a cache. Non-reentrant checkpoints need no input that
-    requires grad, so frozen embeddings under LoRA are fine.
+    requires grad, so frozen embeddings under LoRA are fine: the hook transformers adds to
+    make the embeddings' output require grad is taken off again, since with it the backward
+    pass runs through every layer even when only the top ones train
+    (``model.lora.top_layers``).
     """
     model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model.disable_input_require_grads()
     return model
 
 

@@ -67,9 +67,13 @@ def vllm_policy(config: TrainConfig) -> Any:
 
     lora = None
     if config.model.lora.enabled and not syncs_merged(config):
+        import json
+
         from agentgym.trainers.lora import peft_config
 
-        lora = peft_config(config.model.lora).to_dict()
+        layers = json.loads(Path(engine_folder(config), "config.json").read_text()) \
+            .get("num_hidden_layers")
+        lora = peft_config(config.model.lora, layers).to_dict()
     if config.model.device != "cpu" and config.model.device != "cuda":
         raise ConfigError(f"model.generation=vllm runs on 'cpu' or 'cuda', got "
                           f"model.device={config.model.device!r}")

@@ -283,7 +283,10 @@ async def test_running_requests_finish_on_the_weights_they_started_with(engine, 
     assert started_after.policy_version == version + 1
 
 
-async def test_lora_adapter_syncs_match_the_peft_model(model_dir):
+@pytest.mark.parametrize("top_layers", [0, 8])
+async def test_lora_adapter_syncs_match_the_peft_model(model_dir, top_layers):
+    """Adapters on every layer, or on the top 8 only (``model.lora.top_layers``: the adapter
+    config names the layers, and the engine adapts just those)."""
     pytest.importorskip("vllm")
     import torch
 
@@ -294,15 +297,16 @@ async def test_lora_adapter_syncs_match_the_peft_model(model_dir):
     from agentgym.trainers.config import LoraConfig
     from agentgym.trainers.lora import peft_config, with_lora
 
-    lora = LoraConfig(enabled=True, r=8, alpha=16)
+    lora = LoraConfig(enabled=True, r=8, alpha=16, top_layers=top_layers)
     model, tokenizer = load_model(model_dir)
+    layers = model.config.num_hidden_layers
     model = with_lora(model, lora)
     gen = torch.Generator().manual_seed(0)
     with torch.no_grad():  # B = 0 at the start: give the adapters something to say
         for name, p in model.named_parameters():
             if "lora_B" in name:
                 p.copy_(0.05 * torch.randn(p.shape, generator=gen))
-    engine = VLLMPolicy(model_dir, max_model_len=1024, lora=peft_config(lora).to_dict())
+    engine = VLLMPolicy(model_dir, max_model_len=1024, lora=peft_config(lora, layers).to_dict())
     reference = TransformersPolicy(model, tokenizer, prefix_cache_mb=0)
     try:
         base = await engine.generate(_requests(_prompts(4), temperature=0, max_tokens=16))
