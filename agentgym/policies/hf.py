@@ -42,8 +42,9 @@ long prompts are rendered and tokenized in a thread, so a huge prompt never stal
 loop.
 
 **Threads.** On CPU, torch's intra-op threads are capped at the CPUs this process may use
-(its affinity and cgroup quota, :func:`machine_threads`), less the CPUs other work keeps
-busy right now: more threads than free cores only contend.
+(its affinity and cgroup quota, :func:`machine_threads`), less the CPUs other processes keep
+busy right now: more threads than free cores only contend. The setting is process-wide and
+one moment's reading, so training refits it before every update (:func:`fit_threads`).
 
 **Token conventions** (the trainer relies on them):
 
@@ -98,8 +99,8 @@ _INLINE_CHARS = 32_000
 """Prompts with more text than this are rendered and tokenized in a thread, off the loop."""
 _SEED_RANGE = (-2**63, 2**64)  # what torch.Generator.manual_seed takes
 
-__all__ = ["GenerationStats", "PolicyClosedError", "TransformersPolicy", "busy_cpus",
-           "completion_logprobs", "machine_threads", "sample_next"]
+__all__ = ["GenerationStats", "PolicyClosedError", "TransformersPolicy", "allowed_cpus",
+           "busy_cpus", "completion_logprobs", "fit_threads", "machine_threads", "sample_next"]
 
 
 class PolicyClosedError(AgentGymError, RuntimeError):
@@ -491,15 +492,8 @@ def _longest_token_chars(tokenizer: Any) -> int:
         return 64  # a tokenizer that cannot list its vocabulary: a generous bound
 
 
-def machine_threads() -> int:
-    """CPU threads that fit this machine now: the CPUs this process may use, less busy ones.
-
-    The CPUs are the process's affinity, capped by a cgroup v2 CPU quota; from them, the
-    CPUs that other work keeps busy (:func:`busy_cpus`) are taken off (at least one thread
-    is left). On a shared machine, more threads than free cores make every decode step wait
-    for the slowest thread: measured with a tiny model on 2 cores under a load of 30, 2
-    threads took 14x as long as 1.
-    """
+def allowed_cpus() -> int:
+    """The CPUs this process may use: its affinity, capped by a cgroup v2 CPU quota."""
     n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     n = max(1, n or 1)
     try:  # a container's quota ("max" = none), e.g. "200000 100000" = 2 CPUs
@@ -508,21 +502,48 @@ def machine_threads() -> int:
             n = min(n, max(1, math.ceil(int(quota) / int(period))))
     except (OSError, ValueError):
         pass
+    return n
+
+
+def machine_threads() -> int:
+    """CPU threads that fit this machine now: the CPUs this process may use, less busy ones.
+
+    The CPUs are :func:`allowed_cpus`; from them, the CPUs that other work keeps busy
+    (:func:`busy_cpus`) are taken off (at least one thread is left). On a shared machine,
+    more threads than free cores make every decode step wait for the slowest thread:
+    measured with a tiny model on 2 cores under a load of 30, 2 threads took 14x as long as 1.
+    """
+    n = allowed_cpus()
     return max(1, min(n, round(n - busy_cpus() + 0.49)))
 
 
-def busy_cpus(seconds: float = 0.2) -> float:
-    """How many CPUs are busy right now: sampled from ``/proc/stat`` over ``seconds``.
+def fit_threads() -> int:
+    """Set torch's intra-op threads to :func:`machine_threads` now; returns the count.
 
-    Not the load average: it decays over a minute, so a job started right after another
-    ended still counted that one (measured: each unit of a study run one after another got
-    1 thread of 2 and ran at half speed). Where ``/proc/stat`` cannot be read, the
-    one-minute load average is the estimate.
+    For work that runs long after the policy was built (a training update): the fit the
+    policy made at its start was one moment's reading, and kept for a whole run it cost an
+    SFT whose start met a two-minute type check one of its two threads for all 24 steps
+    (53 s a step against 22).
+    """
+    fit = machine_threads()
+    if torch.get_num_threads() != fit:
+        torch.set_num_threads(fit)
+    return fit
+
+
+def busy_cpus(seconds: float = 0.2) -> float:
+    """How many CPUs other processes keep busy right now, sampled over ``seconds``.
+
+    From ``/proc/stat`` (the machine's CPU time) less ``/proc/self/stat`` (this process's):
+    the process's own threads are not other work. Not the load average: it decays over a
+    minute, so a job started right after another ended still counted that one (measured:
+    each unit of a study run one after another got 1 thread of 2 and ran at half speed).
+    Where ``/proc/stat`` cannot be read, the one-minute load average is the estimate.
     """
     try:
-        first = _cpu_times()
+        first, own_first = _cpu_times(), _own_ticks()
         time.sleep(seconds)
-        second = _cpu_times()
+        second, own_second = _cpu_times(), _own_ticks()
     except (OSError, ValueError, IndexError):
         try:
             return os.getloadavg()[0]
@@ -531,7 +552,16 @@ def busy_cpus(seconds: float = 0.2) -> float:
     total = sum(second) - sum(first)
     idle = (second[3] + second[4]) - (first[3] + first[4])  # idle + iowait
     cpus = os.cpu_count() or 1
-    return cpus * (1.0 - idle / total) if total > 0 else 0.0
+    if total <= 0:
+        return 0.0
+    own = (own_second - own_first) / (total / cpus)  # CPUs this process kept busy
+    return max(0.0, cpus * (1.0 - idle / total) - own)
+
+
+def _own_ticks() -> int:
+    """This process's user + system CPU time, in the same ticks as ``/proc/stat``."""
+    fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
 
 
 def _cpu_times() -> list[int]:

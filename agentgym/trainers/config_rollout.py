@@ -162,8 +162,8 @@ class LoraConfig:
     top_layers: int = 0
     """Adapt only the last ``top_layers`` decoder layers (0: every layer). Nothing below them
     trains, so the backward pass stops at the lowest adapted layer and keeps no activations
-    of the layers under it: with 8 of SmolLM2-135M's 30 layers, a training pass costs about
-    half of an every-layer one with gradient checkpointing (docs/agent-job.md)."""
+    of the layers under it: a faster pass that learns less per step (docs/export.md, "LoRA in
+    every driver")."""
 
     def __post_init__(self) -> None:
         if self.r < 1:

@@ -35,7 +35,7 @@ import torch
 
 from agentgym.context import ContextConfig
 from agentgym.errors import ConfigError
-from agentgym.policies.hf import TransformersPolicy
+from agentgym.policies.hf import TransformersPolicy, fit_threads
 from agentgym.trainers import checkpoint
 from agentgym.trainers.batching import Sample, micro_batches
 from agentgym.trainers.checkpoint import Checkpointer, TrainState
@@ -88,6 +88,8 @@ def nll_step(model: torch.nn.Module, batch: Sequence[Sample], *, budget: int, pa
     Returns:
         ``(loss, completion tokens)``.
     """
+    if backward and torch.device(device).type == "cpu":
+        fit_threads()  # the machine now, not as it was when the run's policy was built
     total = sum(s.num_completion_tokens for s in batch)
     loss_sum = 0.0
     score = packed_token_logprobs if pack else token_logprobs

@@ -29,6 +29,7 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
+from agentgym.policies.hf import fit_threads
 from agentgym.trainers import rollout_correction
 from agentgym.trainers.batching import MicroBatch, Sample, micro_batches, mini_batch_parts
 from agentgym.trainers.config import LossConfig, OptimConfig, TrainConfig
@@ -303,6 +304,8 @@ class LocalUpdater:
         """:func:`ppo_update` with the learning rate times ``lr_scale`` for this update only."""
         if self.split_threads:
             _split_cpu_threads()
+        elif torch.device(self.learner.device).type == "cpu":
+            fit_threads()  # the machine now, not as it was when the run's policy was built
         groups = self.learner.optimizer.param_groups
         base = [g["lr"] for g in groups]
         for g in groups:  # e.g. VCPO: this update only takes η · scale

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import os
 import time
 from typing import Any
 
@@ -163,8 +164,6 @@ async def test_aclose_stops_the_batch_in_progress(model: Any, tokenizer: Any) ->
 
 def test_thread_count_fits_the_machine(model: Any, tokenizer: Any,
                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    import os
-
     import torch
 
     cpus = len(os.sched_getaffinity(0))
@@ -235,13 +234,40 @@ async def test_a_cancelled_request_stops_during_a_long_prefill(
 def test_busy_cpus_reads_the_cpus_busy_now_not_the_load_average(monkeypatch: pytest.MonkeyPatch
                                                                  ) -> None:
     """A job that just ended still weighs on the one-minute load average, not on /proc/stat."""
-    import os
-
     monkeypatch.setattr(os, "getloadavg", lambda: (1.7, 1.2, 0.9))  # the job just ended
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     # cpu line: user nice system idle iowait irq softirq steal; 100 ticks between samples
     samples = iter([[1000, 0, 100, 5000, 10, 0, 0, 0], [1010, 0, 105, 5084, 11, 0, 0, 0]])
     monkeypatch.setattr(hf, "_cpu_times", lambda: next(samples))
+    own = iter([500, 500])  # this process did nothing in between
+    monkeypatch.setattr(hf, "_own_ticks", lambda: next(own))
     assert hf.busy_cpus(seconds=0.0) == pytest.approx(2 * 0.15)  # 15 of 100 ticks busy
     monkeypatch.setattr(hf, "_cpu_times", lambda: (_ for _ in ()).throw(OSError("no /proc")))
     assert hf.busy_cpus(seconds=0.0) == 1.7  # no /proc/stat: the load average
+
+
+def test_busy_cpus_leaves_out_this_process_own_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process's own threads (loading, tokenizing) are not other work that it must fit."""
+    assert hf._own_ticks() >= 0  # the real /proc/self/stat parses
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    # 100 ticks over 2 CPUs: 60 busy, 40 of them this process's (0.8 of a CPU)
+    samples = iter([[1000, 0, 100, 5000, 10, 0, 0, 0], [1050, 0, 110, 5040, 10, 0, 0, 0]])
+    monkeypatch.setattr(hf, "_cpu_times", lambda: next(samples))
+    own = iter([500, 540])
+    monkeypatch.setattr(hf, "_own_ticks", lambda: next(own))
+    assert hf.busy_cpus(seconds=0.0) == pytest.approx(2 * 0.6 - 0.8)
+
+
+def test_fit_threads_follows_the_machine_now(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An update refits torch's threads: one busy CPU costs a thread only while it is busy."""
+    import torch
+
+    before = torch.get_num_threads()
+    monkeypatch.setattr(hf, "allowed_cpus", lambda: 2)
+    try:
+        monkeypatch.setattr(hf, "busy_cpus", lambda: 1.0)
+        assert hf.fit_threads() == 1 and torch.get_num_threads() == 1
+        monkeypatch.setattr(hf, "busy_cpus", lambda: 0.1)
+        assert hf.fit_threads() == 2 and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
