@@ -49,11 +49,15 @@ def peft_config(lora: LoraConfig, num_layers: int | None = None) -> Any:
         num_layers: The model's decoder layers; needed when ``lora.top_layers`` is set.
 
     Raises:
-        ConfigError: ``top_layers`` is more than the model has (or ``num_layers`` is missing).
+        ConfigError: ``top_layers`` is more than the model has, or its count is unknown.
     """
     layers = None
     if lora.top_layers:
-        if num_layers is None or lora.top_layers > num_layers:
+        if num_layers is None:
+            raise ConfigError(f"model.lora.top_layers={lora.top_layers} needs the model's "
+                              "decoder layer count (num_hidden_layers in its config.json), "
+                              "which this model does not give; use model.lora.top_layers=0")
+        if lora.top_layers > num_layers:
             raise ConfigError(f"model.lora.top_layers={lora.top_layers}, but the model has "
                               f"{num_layers} decoder layers; use at most that many, or 0 for "
                               "every layer")
@@ -63,21 +67,18 @@ def peft_config(lora: LoraConfig, num_layers: int | None = None) -> Any:
                               layers_to_transform=layers, task_type="CAUSAL_LM")
 
 
-def layer_count(model_config: Any) -> int | None:
-    """A transformers config's decoder layer count (``num_hidden_layers``), if it has one."""
-    return getattr(model_config, "num_hidden_layers", None)
-
-
 def with_lora(model: Any, lora: LoraConfig) -> Any:
     """``model`` wrapped by peft with trainable adapters (the base weights frozen).
 
     Raises:
-        ConfigError: A target module name matches no module of the model.
+        ConfigError: A target module name matches no module of the model, or
+            ``lora.top_layers`` does not fit it (:func:`peft_config`).
     """
     names = [name for name, _ in model.named_modules()]
     check_targets(lora, names, "the model")
     try:
-        return _peft().get_peft_model(model, peft_config(lora, layer_count(model.config)))
+        layers = getattr(model.config, "num_hidden_layers", None)
+        return _peft().get_peft_model(model, peft_config(lora, layers))
     except ValueError as exc:  # e.g. a target that is no layer peft can adapt
         raise ConfigError(f"model.lora.target_modules {list(lora.target_modules)}: {exc}; "
                           "name linear layers such as q_proj, v_proj") from None

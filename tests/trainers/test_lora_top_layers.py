@@ -72,6 +72,8 @@ def test_the_adapter_config_names_the_layers_for_a_vllm_engine():
 def test_more_top_layers_than_the_model_has_is_refused_with_the_count():
     with pytest.raises(ConfigError, match=r"top_layers=5.*has 4 decoder layers"):
         with_lora(tiny_model(vocab_size=64, layers=4), LoraConfig(enabled=True, top_layers=5))
+    with pytest.raises(ConfigError, match=r"needs the model's decoder layer count"):
+        peft_config(LoraConfig(enabled=True, top_layers=2), None)
     with pytest.raises(ConfigError, match=r"top_layers must be >= 0"):
         LoraConfig(enabled=True, top_layers=-1)
 
