@@ -13,7 +13,9 @@ the groups itself (``enable_gqa=True``, forward and backward, masked or not, on 
 kernels), with the same result.
 
 :func:`use_grouped_sdpa` switches a model on a CPU to :func:`grouped_sdpa_forward`, which
-is transformers' SDPA call less the copy; the masks are those of ``sdpa``.
+is transformers' SDPA call less the copy; the masks are those of ``sdpa``. Given a
+``tree_plan`` keyword (a packed prefix tree, ``agentgym/trainers/tree_attention.py``), it
+attends segment by segment as the plan says instead.
 """
 
 from __future__ import annotations
@@ -39,6 +41,9 @@ def grouped_sdpa_forward(module: torch.nn.Module, query: torch.Tensor, key: torc
     Returns:
         ``(B, Q, H, D)`` outputs and no attention weights, as transformers' ``sdpa``.
     """
+    plan = kwargs.get("tree_plan")
+    if plan is not None:  # a packed prefix tree (agentgym/trainers/tree_attention.py)
+        return plan.attend(query, key, value, scaling=scaling, dropout=dropout), None
     if (kwargs.get("position_bias") is not None or kwargs.get("cache") is not None
             or key.shape[-1] != value.shape[-1]):
         # paged caches and position biases: transformers' own path

@@ -71,6 +71,8 @@ try:
 except ImportError as exc:
     raise MissingExtraError(exc.name or "torch", "train", "agentgym.trainers") from exc
 
+from agentgym.trainers.tree_attention import runs_tree_attention, tree_plan
+
 PolicyLoss = Literal["ppo", "gspo", "cispo"]
 LossAggregation = Literal["token_mean", "seq_mean", "seq_sum"]
 _CHUNK_ELEMENTS = 1 << 25  # float32 working set of (rows × vocab) per chunk: 128 MiB
@@ -207,9 +209,11 @@ def packed_token_logprobs(model: Any, input_ids: torch.Tensor, attention_mask: t
 
     Shared prefixes (a group's prompt, a full-history episode's earlier turns) run once: the
     rows become one sequence (:func:`agentgym.trainers.packing.pack_prefix_tree`) with a 4D
-    attention mask (each token sees its own prefix only) and per-token position ids. Where
-    the rows share a prompt and little after it (window-context samples of one env), the
-    dense N × N mask costs more than it saves; then the shared prompt runs once and its keys
+    attention mask (each token sees its own prefix only) and per-token position ids; a model
+    on the CPU attention that takes a plan attends segment by segment instead of under the
+    dense N × N mask (:mod:`agentgym.trainers.tree_attention`). Where the rows share a
+    prompt and little after it (window-context samples of one env), the tree costs more
+    than it saves; then the shared prompt runs once and its keys
     and values are repeated for a padded batch of the rows' rests
     (:data:`BATCH_SHARED_PREFIX`). Same arguments, layout and result as
     :func:`token_logprobs`, to floating-point summation order; the model must take a 4D
@@ -224,7 +228,10 @@ def packed_token_logprobs(model: Any, input_ids: torch.Tensor, attention_mask: t
     tree = pack_prefix_tree(rows_ids)
     sel = (attention_mask[:, 1:] if mask is None else mask) > 0  # (B, T-1)
     shared = _shared_prefix(rows_ids, sel)
-    if BATCH_SHARED_PREFIX and _batched_suffixes_cheaper(model, len(tree.tokens), shared,
+    plan = tree_plan(tree, device, next(model.parameters()).dtype) \
+        if runs_tree_attention(model) else None
+    pairs = plan.attention_pairs if plan is not None else len(tree.tokens) ** 2
+    if BATCH_SHARED_PREFIX and _batched_suffixes_cheaper(model, len(tree.tokens), pairs, shared,
                                                          lengths, sel):
         return _prefix_batched_logprobs(model, input_ids, lengths, sel, shared, scale,
                                         with_entropy)
@@ -234,14 +241,20 @@ def packed_token_logprobs(model: Any, input_ids: torch.Tensor, attention_mask: t
     rows, cols = sel.nonzero(as_tuple=True)  # target input_ids[r, j+1] is predicted by token j
     sources = where.to(device)[rows, cols]  # (N,) packed index of each predicting token
     keep, inverse = torch.unique(sources, return_inverse=True)  # logits only where needed
-    kwargs = {"logits_to_keep": keep} if _takes_logits_to_keep(model) else {}
-    # Additive float mask (0 = attend), one copy for every layer: a boolean one is turned
-    # into an N × N float mask inside each layer's attention and kept for the backward
-    # pass (measured: + N² × 4 bytes per layer, 2 GB for a 4096-token pack in 30 layers).
-    allowed = torch.from_numpy(tree.ancestor_mask()).to(device)
+    kwargs: dict[str, Any] = {"logits_to_keep": keep} if _takes_logits_to_keep(model) else {}
     dtype = next(model.parameters()).dtype
-    additive = torch.zeros(allowed.shape, dtype=dtype, device=device).masked_fill_(
-        ~allowed, torch.finfo(dtype).min)
+    if plan is not None:
+        # each segment attends to its ancestors only; the 4D placeholder is passed through
+        # as is, where no mask would have transformers build an N × N one from the positions
+        kwargs["tree_plan"] = plan
+        additive = torch.zeros((1, 1), dtype=dtype, device=device)
+    else:
+        # Additive float mask (0 = attend), one copy for every layer: a boolean one is turned
+        # into an N × N float mask inside each layer's attention and kept for the backward
+        # pass (measured: + N² × 4 bytes per layer, 2 GB for a 4096-token pack in 30 layers).
+        allowed = torch.from_numpy(tree.ancestor_mask()).to(device)
+        additive = torch.zeros(allowed.shape, dtype=dtype, device=device).masked_fill_(
+            ~allowed, torch.finfo(dtype).min)
     logits = model(input_ids=torch.tensor([tree.tokens], device=device),
                    attention_mask=additive[None, None],
                    position_ids=torch.tensor([tree.positions], device=device), use_cache=False,
@@ -264,13 +277,14 @@ def _shared_prefix(rows: list[list[int]], sel: torch.Tensor) -> int:
     return min(shared, first)
 
 
-def _batched_suffixes_cheaper(model: Any, tree_tokens: int, shared: int, lengths: list[int],
-                              sel: torch.Tensor) -> bool:
+def _batched_suffixes_cheaper(model: Any, tree_tokens: int, tree_pairs: int, shared: int,
+                              lengths: list[int], sel: torch.Tensor) -> bool:
     """Whether the shared prefix once + the rows' rests as padded batches beats the tree.
 
     Cost in token-forwards: a token's linear layers cost ~ 24·h² per layer, attending to one
-    more token ~ 4·h, so a pair costs 1/(6h) of a token. The tree attends densely (N²); each
-    batch of rests (:func:`_length_buckets`) pads to its longest and attends to the prefix.
+    more token ~ 4·h, so a pair costs 1/(6h) of a token. The tree attends ``tree_pairs``
+    query-key pairs (N² with a dense mask); each batch of rests (:func:`_length_buckets`)
+    pads to its longest and attends to the prefix.
     """
     config = getattr(model, "config", None)
     hidden = getattr(config, "hidden_size", None)
@@ -285,7 +299,7 @@ def _batched_suffixes_cheaper(model: Any, tree_tokens: int, shared: int, lengths
         return False
     pair = 1.0 / (6 * hidden)
     rests = [n - shared for n in lengths]
-    tree_cost = tree_tokens + pair * tree_tokens ** 2
+    tree_cost = tree_tokens + pair * tree_pairs
     batch_cost = shared
     for bucket in _length_buckets(rests):
         longest = max(rests[r] for r in bucket)  # padded rest length S of this batch
