@@ -4,7 +4,8 @@ Reads recorded rollouts (a trajectory JSONL with token ids), makes the trainer's
 (every advantage 1, so every sample trains), and runs one update's forward and backward
 passes over micro-batches of ``--max-tokens`` packed tokens as the agent job does: LoRA r 16
 on the seven projections, gradient checkpointing, the PPO-clip loss. Each configuration runs
-in its own process (peak resident memory is per process), in turn with the others, for
+in its own process (peak resident memory is per process) under tcmalloc where the system has
+it, as the training commands run (agentgym/memory.py), in turn with the others, for
 ``--repeats`` rounds; the table gives the median pass time over the rounds.
 
     agentgym rollout agentgym/Calendar-v0 --policy vllm:runs/sft_agent_calendar/model \
@@ -25,6 +26,8 @@ import statistics
 import subprocess
 import sys
 import time
+
+from agentgym.memory import tcmalloc_loaded, with_tcmalloc
 
 TITLE = "Prefix-tree attention in the update (CPU)"
 
@@ -68,7 +71,8 @@ def one(path: str, model_path: str, attention: str, max_tokens: int) -> dict[str
         passes += 1
     wall = time.perf_counter() - start
     return {"wall_s": wall, "tokens": tokens, "passes": passes, "samples": len(samples),
-            "peak_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9}
+            "peak_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9,
+            "tcmalloc": tcmalloc_loaded()}
 
 
 def main() -> None:
@@ -91,7 +95,8 @@ def main() -> None:
         for attention, max_tokens in configs:
             out = subprocess.run([sys.executable, __file__, args.trajectories, "--model",
                                   args.model, "--one", attention, str(max_tokens)],
-                                 check=True, capture_output=True, text=True).stdout
+                                 check=True, capture_output=True, text=True,
+                                 env=with_tcmalloc(os.environ)).stdout
             result = json.loads(out.strip().splitlines()[-1])
             runs[(attention, max_tokens)].append(result)
             print(attention, max_tokens, result, flush=True)
@@ -99,6 +104,7 @@ def main() -> None:
     base = statistics.median(r["wall_s"] for r in runs[configs[0]])
     lines = [f"`{args.trajectories}` ({first['samples']} samples), model `{args.model}`, "
              f"LoRA r 16 on the seven projections, gradient checkpointing, float32, "
+             f"{'tcmalloc' if first['tcmalloc'] else 'glibc malloc'}, "
              f"{os.cpu_count()} CPUs ({platform.processor() or platform.machine()}), load "
              f"average {load:.1f} at the start; median of {args.repeats} rounds, each "
              "configuration in its own process in turn (`python benchmarks/tree_attention.py "

@@ -3,8 +3,6 @@
 import numpy as np
 import pytest
 import torch
-from .test_packing import PAD, assert_same_step, group_samples, history_samples, sgd_step, \
-    tiny_llama
 
 from agentgym.policies.attention import NAME, use_grouped_sdpa
 from agentgym.trainers import loss as loss_module
@@ -14,6 +12,15 @@ from agentgym.trainers.loss import packed_token_logprobs, token_logprobs
 from agentgym.trainers.models import checkpoint_activations
 from agentgym.trainers.packing import pack_prefix_tree
 from agentgym.trainers.tree_attention import TreePlan, runs_tree_attention, tree_plan
+
+from .test_packing import (
+    PAD,
+    assert_same_step,
+    group_samples,
+    history_samples,
+    sgd_step,
+    tiny_llama,
+)
 
 
 def test_plan_segments_see_their_ancestors_only():
