@@ -39,6 +39,7 @@ def one(path: str, model_path: str, attention: str, max_tokens: int) -> dict[str
 
     from agentgym.jsonl import read_trajectories
     from agentgym.policies.attention import use_grouped_sdpa
+    from agentgym.trainers import loss as loss_module
     from agentgym.trainers.batching import micro_batches, samples_from_groups
     from agentgym.trainers.config import LoraConfig
     from agentgym.trainers.lora import with_lora
@@ -52,8 +53,11 @@ def one(path: str, model_path: str, attention: str, max_tokens: int) -> dict[str
     model = with_lora(model, LoraConfig(enabled=True, r=16, alpha=32, target_modules=(
         "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")))
     checkpoint_activations(model)
-    if attention == "tree":
-        assert use_grouped_sdpa(model), "this model does not run the CPU grouped attention"
+    # the trainer's attention (its TransformersPolicy switches the model); "dense" is the
+    # packed pass as it ran before the tree plan: the same attention under the N × N mask
+    assert use_grouped_sdpa(model), "this model does not run the CPU grouped attention"
+    if attention == "dense":
+        loss_module.runs_tree_attention = lambda model: False
     model.train()
     groups = Group.from_trajectories(list(read_trajectories(path)))
     ones = {t.id: np.ones(len(t.steps)) for g in groups for t in g.trajectories}
