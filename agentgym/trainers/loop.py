@@ -45,7 +45,7 @@ from agentgym.memory import fix_mmap_threshold
 from agentgym.policies.base import Policy, TrainablePolicy
 from agentgym.policies.hf import TransformersPolicy
 from agentgym.reward_presets import preset_metrics
-from agentgym.trainers import checkpoint, heldout, methods
+from agentgym.trainers import checkpoint, heldout, heldout_record, methods
 from agentgym.trainers.advantages import Estimator, estimator_info, get_estimator
 from agentgym.trainers.checkpoint import Checkpointer, TrainState
 from agentgym.trainers.collect import Runner, collect, evaluate_mix, make_agent
@@ -302,8 +302,34 @@ async def evaluate(run: Run) -> dict[str, float]:
         agent = make_agent(cfg, run.policy, temperature=0.0, seed=0, evaluation=True,
                            max_tokens=cfg.eval.max_tokens)
         out.update(await evaluate_suite(cfg, agent, run.state.step))
+    recorded = recorded_evaluation(run) if run.state.step == 0 else None
+    if recorded is not None:
+        return {**out, **recorded}
     return {**out, **await evaluate_held_out(cfg, run.policy, run.collector.runner,
                                              step=run.state.step)}
+
+
+def recorded_evaluation(run: Run) -> dict[str, float] | None:
+    """The starting model's own held-out evaluation, if its folder keeps one.
+
+    One of these very weights under these settings (:mod:`agentgym.trainers.heldout_record`;
+    an SFT's export keeps one); its outcomes become this run's step 0. None: evaluate.
+    """
+    cfg = run.config
+    key = heldout_record.evaluation_key(cfg)
+    folder = Path(cfg.model.path)
+    if key is None or not isinstance(run.updater, LocalUpdater) \
+            or not (folder / heldout_record.RECORD).is_file():
+        return None
+    from agentgym.trainers.vllm_generation import generation_state
+
+    # what the first sync sent the engine, so the digest is of the weights it would evaluate
+    digest = heldout_record.weights_digest(generation_state(cfg, run.weights))
+    record = heldout_record.read_record(folder, key, digest)
+    if record is None:
+        return None
+    heldout.write_outcomes(cfg.run_dir, 0, record.outcomes)
+    return {**record.metrics, "eval/recorded": 1.0}
 
 
 def holds_out(config: TrainConfig) -> bool:

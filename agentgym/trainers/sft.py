@@ -16,8 +16,12 @@ Relationship on Learning Mathematical Reasoning with Large Language Models", arX
 Choices: constant learning rate; one pass order per epoch drawn from ``(seed, epoch)``;
 checkpoints in the ``train`` format (``agentgym/trainers/checkpoint.py``; the step is the optimizer
 step), so ``--resume`` and ``model.path: RUN/checkpoints/step-N`` work as for ``train``;
-held-out greedy evaluation (the trainer's own) before the first and after the last step; with
-``model.generation: vllm`` it runs on a vLLM engine that is sent the weights before each one.
+held-out greedy evaluation (the trainer's own) before the first and after the last step, each
+task's outcome kept in ``run_dir/heldout`` and the gain over the base model given with its
+paired interval (:mod:`agentgym.trainers.heldout`); with ``model.generation: vllm`` it runs
+on a vLLM engine that is sent the weights before each one, and the exported model carries
+its last evaluation (``model/heldout.json``), which ``agentgym train`` from it takes instead
+of evaluating the same weights again (:mod:`agentgym.trainers.heldout_record`).
 """
 
 from __future__ import annotations
@@ -36,11 +40,12 @@ import torch
 from agentgym.context import ContextConfig
 from agentgym.errors import ConfigError
 from agentgym.policies.hf import TransformersPolicy, fit_threads
-from agentgym.trainers import checkpoint
+from agentgym.trainers import checkpoint, heldout
 from agentgym.trainers.batching import Sample, micro_batches
 from agentgym.trainers.checkpoint import Checkpointer, TrainState
-from agentgym.trainers.config import save_config
+from agentgym.trainers.config import TrainConfig, save_config
 from agentgym.trainers.finite import check_update, check_weights
+from agentgym.trainers.heldout_record import Record, evaluation_key, weights_digest
 from agentgym.trainers.loop import evaluate_held_out, holds_out
 from agentgym.trainers.lora import with_lora
 from agentgym.trainers.loss import packed_token_logprobs, token_logprobs
@@ -166,18 +171,62 @@ def sft(config: SFTConfig, resume: bool = False, progress: Any = None) -> Path:
                 "data/samples": float(len(samples)),
                 "data/tokens": float(sum(s.num_completion_tokens for s in samples))}
     try:
-        asyncio.run(_run(config, model, optimizer, policy, samples, state, log, log_data,
-                         progress))
+        record = asyncio.run(_run(config, model, optimizer, policy, samples, state, log,
+                                  log_data, progress))
     finally:
         log.close()
     if config.export:
         export_model(model, tokenizer, run_dir / "model")
+        if record is not None:  # its held-out evaluation travels with it (heldout_record)
+            record.write(run_dir / "model")
     return run_dir
+
+
+class HeldOut:
+    """The SFT's held-out evaluations, in this process or on a vLLM engine.
+
+    The engine is sent the weights before each one (no engine, and none of its memory, when
+    nothing is evaluated).
+    The evaluation after step ``export_step`` (the weights the run exports; None: it exports
+    none) is kept as a :class:`~agentgym.trainers.heldout_record.Record` for the model folder.
+    """
+
+    def __init__(self, config: TrainConfig, model: Any, policy: TransformersPolicy,
+                 export_step: int | None) -> None:
+        self.config, self.model, self.policy = config, model, policy
+        self.engine: Any = None
+        if config.model.generation == "vllm" and holds_out(config):
+            from agentgym.trainers.vllm_generation import vllm_policy
+
+            self.engine = vllm_policy(config)
+        self.export_step = export_step
+        self.key = evaluation_key(config) if self.engine is not None else None
+        self.record: Record | None = None
+
+    async def __call__(self, step: int) -> dict[str, float]:
+        """Evaluate the weights after ``step`` steps; outcomes go to ``run_dir/heldout``."""
+        if self.engine is None:
+            return await evaluate_held_out(self.config, self.policy, step=step)
+        weights = generation_state(self.config, self.model)
+        await self.engine.update_weights(weights, version=self.policy.policy_version)
+        out = await evaluate_held_out(self.config, self.engine, step=step)
+        outcomes = heldout.read_outcomes(self.config.run_dir, step)
+        if self.key is not None and step == self.export_step and outcomes is not None:
+            self.record = Record(self.key, weights_digest(weights),
+                                 {k: v for k, v in out.items() if k.startswith("eval/")},
+                                 outcomes)
+        return out
+
+    async def aclose(self) -> None:
+        """Shut the engine down, if one was started."""
+        if self.engine is not None:
+            await self.engine.aclose()
 
 
 async def _run(config: SFTConfig, model: Any, optimizer: torch.optim.Optimizer,
                policy: TransformersPolicy, samples: list[Sample], state: TrainState,
-               log: MetricsLog, log_data: dict[str, float], progress: Any) -> None:
+               log: MetricsLog, log_data: dict[str, float], progress: Any) -> Record | None:
+    """The optimizer steps and held-out evaluations; returns the last one's record, if any."""
     plan = batches([x.traj_id for x in samples], config.optim, config.seed)
     per_epoch = math.ceil(len(samples) / config.optim.batch_size)
     checkpointer = Checkpointer(Path(config.run_dir), config.save_every,
@@ -188,24 +237,11 @@ async def _run(config: SFTConfig, model: Any, optimizer: torch.optim.Optimizer,
     params = [p for p in model.parameters() if p.requires_grad]
     task = progress.add_task("sft", total=len(plan), completed=state.step) \
         if progress is not None else None
-    engine = None
-    # held-out episodes on the engine, weights synced; no engine (and none of its memory)
-    # when nothing is evaluated
-    if config.model.generation == "vllm" and holds_out(train_config):
-        from agentgym.trainers.vllm_generation import vllm_policy
-
-        engine = vllm_policy(train_config)
-
-    async def held_out() -> dict[str, float]:
-        if engine is None:
-            return await evaluate_held_out(train_config, policy)
-        await engine.update_weights(generation_state(train_config, model),
-                                    version=policy.policy_version)
-        return await evaluate_held_out(train_config, engine)
+    held_out = HeldOut(train_config, model, policy, len(plan) if config.export else None)
 
     try:
         if state.step == 0:
-            log.log(0, {**log_data, **await held_out()})
+            log.log(0, {**log_data, **await held_out(0)})
         epoch_losses: list[float] = []
         while state.step < len(plan):
             start = time.perf_counter()
@@ -233,7 +269,7 @@ async def _run(config: SFTConfig, model: Any, optimizer: torch.optim.Optimizer,
                 metrics["epoch_loss"] = float(np.mean(epoch_losses))
                 epoch_losses = []
             if (config.eval_every and step % config.eval_every == 0) or step == len(plan):
-                metrics.update(await held_out())
+                metrics.update(await held_out(step))
             log.log(step, metrics)
             if checkpointer.due(step, last=len(plan)):
                 checkpointer.save(state, model, optimizer)
@@ -242,5 +278,5 @@ async def _run(config: SFTConfig, model: Any, optimizer: torch.optim.Optimizer,
                                 description=f"sft epoch {metrics['epoch']} loss {loss:.4f}")
     finally:
         await policy.aclose()
-        if engine is not None:
-            await engine.aclose()
+        await held_out.aclose()
+    return held_out.record

@@ -133,6 +133,8 @@ def held_out_line(row: dict[str, Any]) -> str | None:
     step = int(row.get("step", 0))
     when = "before training" if step == 0 else f"after step {step}"
     line = f"{when}: " + ", ".join(f"{name} success {value:.1%}" for name, value in rates)
+    if row.get("eval/recorded"):  # agentgym/trainers/heldout_record.py
+        line += " (the starting model's own evaluation, kept with its weights: not run again)"
     gain = gain_line(row)  # the paired interval, once there is a before and an after
     return line if gain is None else f"{line}\n{gain}"
 

@@ -145,6 +145,28 @@ def test_sft_held_out_evaluation_runs_on_the_engine_with_the_trained_weights(
     assert rows[0]["eval/reward_mean"] == 0.0 and trained["eval/reward_mean"] == 1.0
     assert rows[-1]["eval/success_rate"] == trained["eval/success_rate"]
     assert rows[-1]["eval/reward_mean"] == pytest.approx(trained["eval/reward_mean"])
+    assert rows[-1]["heldout/gain"] == 1.0  # every task, paired with the base model's
+    # The export carries that evaluation (heldout_record), and RL from it (LoRA adapters,
+    # merged syncs, as the agent job) takes it for its step 0 instead of evaluating again.
+    from agentgym.trainers.config import TrainConfig
+    from agentgym.trainers.heldout import read_outcomes
+    from agentgym.trainers.loop import train
+    from agentgym.trainers.metrics import read_metrics
+
+    record = json.loads((run / "model" / "heldout.json").read_text())
+    assert record["metrics"] == {k: v for k, v in rows[-1].items() if k.startswith("eval/")}
+    assert record["outcomes"] == read_outcomes(run, rows[-1]["step"])
+    rl = train(from_dict(TrainConfig, {
+        "run_dir": str(tmp_path / "rl"), "steps": 1, "save_every": 1, "tensorboard": False,
+        "env": {**env, "eval_seeds": 4},
+        "rollout": {"max_tokens": 8, "tasks_per_step": 1, "group_size": 2},
+        "model": {"path": str(run / "model"), "generation": "vllm",
+                  "lora": {"enabled": True, "r": 8}}}))
+    before = read_metrics(rl)[0]
+    assert before["step"] == 0 and before["eval/recorded"] == 1.0
+    assert {k: before[k] for k in record["metrics"]} == record["metrics"]
+    assert read_outcomes(rl, 0) == record["outcomes"]
+    assert "eval/recorded" not in read_metrics(rl)[-1]  # after the step: evaluated
 
 
 @pytest.mark.slow

@@ -1,0 +1,82 @@
+"""A model folder's held-out record (agentgym/trainers/heldout_record.py): which evaluations
+it stands for, and that anything else reads as no record. The record written by a real SFT
+on vLLM and taken by the RL run that starts from it is tested in test_vllm_training.py."""
+
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+ROOT = Path(__file__).parent.parent.parent
+
+
+def _config(**model):
+    from agentgym.trainers.config import TrainConfig, from_dict
+
+    return from_dict(TrainConfig, {
+        "env": {"id": "agentgym/MentalMath-v0", "eval_seeds": 4, "eval_kwargs": {"high": 9}},
+        "model": {"generation": "vllm", **model}})
+
+
+def test_the_agent_jobs_sft_and_rl_evaluate_alike_so_rl_can_take_the_sfts_record() -> None:
+    from agentgym.trainers.config import load_config
+    from agentgym.trainers.heldout_record import evaluation_key
+    from agentgym.trainers.sft_config import load_sft_config
+
+    sft = load_sft_config(ROOT / "examples" / "sft_agent_calendar.yaml").as_train_config()
+    rl = load_config(ROOT / "examples" / "agent_calendar.yaml")
+    assert evaluation_key(rl) is not None and evaluation_key(sft) == evaluation_key(rl)
+
+
+def test_only_one_env_evaluated_on_an_engine_is_recordable() -> None:
+    from dataclasses import replace
+
+    from agentgym.trainers.heldout_record import evaluation_key
+
+    config = _config()
+    key = evaluation_key(config)
+    assert key is not None and key["kwargs"] == {"high": 9}
+    assert key["seeds"] == [config.env.eval_first_seed, 4]
+    # in-process generation runs adapters unmerged: not the merged model the next run loads
+    assert evaluation_key(_config(generation="transformers")) is None
+    assert evaluation_key(replace(config, env=replace(config.env, eval_seeds=0))) is None
+    sampled = replace(config, env=replace(config.env, eval_temperature=1.0))
+    assert evaluation_key(sampled) is None  # run again, it would draw other episodes
+    # every setting that changes what is played changes the key
+    for changed in (replace(config, rollout=replace(config.rollout, max_tokens=7)),
+                    replace(config, env=replace(config.env, eval_first_seed=5)),
+                    replace(config, env=replace(config.env, max_turns=2)),
+                    _config(vllm_dtype="bfloat16"), _config(max_batch_size=8)):
+        assert evaluation_key(changed) != key
+
+
+def test_the_digest_is_of_names_and_every_byte() -> None:
+    from agentgym.trainers.heldout_record import weights_digest
+
+    state = {"a.weight": torch.arange(6.0).reshape(2, 3), "b.bias": torch.ones(3)}
+    same = {k: v.clone() for k, v in reversed(state.items())}
+    assert weights_digest(state) == weights_digest(same)
+    nudged = {**same, "a.weight": same["a.weight"].clone()}
+    nudged["a.weight"][1, 2] = torch.nextafter(torch.tensor(5.0), torch.tensor(6.0))
+    renamed = {"a.weight": state["a.weight"], "c.bias": state["b.bias"]}
+    reshaped = {**state, "a.weight": state["a.weight"].reshape(3, 2)}
+    as_bf16 = {k: v.to(torch.bfloat16) for k, v in state.items()}
+    digests = {weights_digest(x) for x in (state, nudged, renamed, reshaped, as_bf16)}
+    assert len(digests) == 5
+
+
+def test_a_record_reads_back_only_for_its_settings_and_weights(tmp_path: Path) -> None:
+    from agentgym.trainers.heldout_record import RECORD, Record, evaluation_key, read_record
+
+    key = evaluation_key(_config())
+    assert key is not None
+    record = Record(key, "d1", {"eval/success_rate": 0.5, "eval/reward_mean": 0.5},
+                    {"0": 1.0, "1": 0.0})
+    record.write(tmp_path)
+    assert read_record(tmp_path, key, "d1") == record
+    assert read_record(tmp_path, key, "d2") is None  # other weights
+    assert read_record(tmp_path, {**key, "temperature": 1.0}, "d1") is None  # other settings
+    assert read_record(tmp_path / "none", key, "d1") is None
+    (tmp_path / RECORD).write_text('{"key": ')  # cut short: evaluate, as without one
+    assert read_record(tmp_path, key, "d1") is None
