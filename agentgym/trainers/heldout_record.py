@@ -36,8 +36,11 @@ RECORD = "heldout.json"
 """The record's file name in a model folder."""
 
 
-def evaluation_key(config: TrainConfig) -> dict[str, Any] | None:
+def evaluation_key(config: TrainConfig, tokenizer: Any) -> dict[str, Any] | None:
     """What decides a run's held-out evaluation besides the weights; None if not recordable.
+
+    ``tokenizer`` is the engine's (prompts are rendered with its chat template, read from
+    the engine's own folder: the base model's for the SFT, the export for the next run).
 
     Recordable: one env with held-out seeds, evaluated greedily (a sampled evaluation run
     again would draw other episodes) on a vLLM engine (whose weights are exactly what it was
@@ -62,7 +65,10 @@ def evaluation_key(config: TrainConfig) -> dict[str, Any] | None:
             "episodes": {"concurrency": r.concurrency, "step_timeout": r.step_timeout,
                          "max_steps": r.max_steps},
             "engine": {"dtype": m.vllm_dtype or m.dtype, "max_num_seqs": m.max_batch_size,
-                       "kv_cache_gib": m.vllm_kv_cache_gib, "device": m.device}}
+                       "kv_cache_gib": m.vllm_kv_cache_gib, "device": m.device},
+            "chat_template": hashlib.sha256(
+                str(getattr(tokenizer, "chat_template", None)).encode()).hexdigest(),
+            "vocabulary": len(tokenizer) if tokenizer is not None else None}
 
 
 def weights_digest(state: Mapping[str, Any]) -> str:

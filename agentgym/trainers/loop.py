@@ -316,7 +316,7 @@ def recorded_evaluation(run: Run) -> dict[str, float] | None:
     an SFT's export keeps one); its outcomes become this run's step 0. None: evaluate.
     """
     cfg = run.config
-    key = heldout_record.evaluation_key(cfg)
+    key = heldout_record.evaluation_key(cfg, getattr(run.policy, "tokenizer", None))
     folder = Path(cfg.model.path)
     if key is None or not isinstance(run.updater, LocalUpdater) \
             or not (folder / heldout_record.RECORD).is_file():

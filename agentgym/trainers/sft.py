@@ -200,7 +200,8 @@ class HeldOut:
 
             self.engine = vllm_policy(config)
         self.export_step = export_step
-        self.key = evaluation_key(config) if self.engine is not None else None
+        self.key = evaluation_key(config, self.engine.tokenizer) \
+            if self.engine is not None else None
         self.record: Record | None = None
 
     async def __call__(self, step: int) -> dict[str, float]:

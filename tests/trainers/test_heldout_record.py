@@ -19,14 +19,17 @@ def _config(**model):
         "model": {"generation": "vllm", **model}})
 
 
-def test_the_agent_jobs_sft_and_rl_evaluate_alike_so_rl_can_take_the_sfts_record() -> None:
+def test_the_agent_jobs_sft_and_rl_evaluate_alike_so_rl_can_take_the_sfts_record(
+        smollm2_tokenizer) -> None:
     from agentgym.trainers.config import load_config
     from agentgym.trainers.heldout_record import evaluation_key
     from agentgym.trainers.sft_config import load_sft_config
 
     sft = load_sft_config(ROOT / "examples" / "sft_agent_calendar.yaml").as_train_config()
     rl = load_config(ROOT / "examples" / "agent_calendar.yaml")
-    assert evaluation_key(rl) is not None and evaluation_key(sft) == evaluation_key(rl)
+    tokenizer = smollm2_tokenizer  # the engines' (base folder and export alike: same template)
+    assert evaluation_key(rl, tokenizer) is not None
+    assert evaluation_key(sft, tokenizer) == evaluation_key(rl, tokenizer)
 
 
 def test_only_one_env_evaluated_on_an_engine_is_recordable() -> None:
@@ -35,20 +38,28 @@ def test_only_one_env_evaluated_on_an_engine_is_recordable() -> None:
     from agentgym.trainers.heldout_record import evaluation_key
 
     config = _config()
-    key = evaluation_key(config)
+    key = evaluation_key(config, None)
     assert key is not None and key["kwargs"] == {"high": 9}
     assert key["seeds"] == [config.env.eval_first_seed, 4]
     # in-process generation runs adapters unmerged: not the merged model the next run loads
-    assert evaluation_key(_config(generation="transformers")) is None
-    assert evaluation_key(replace(config, env=replace(config.env, eval_seeds=0))) is None
+    assert evaluation_key(_config(generation="transformers"), None) is None
+    assert evaluation_key(replace(config, env=replace(config.env, eval_seeds=0)), None) is None
     sampled = replace(config, env=replace(config.env, eval_temperature=1.0))
-    assert evaluation_key(sampled) is None  # run again, it would draw other episodes
+    assert evaluation_key(sampled, None) is None  # run again, it would draw other episodes
     # every setting that changes what is played changes the key
     for changed in (replace(config, rollout=replace(config.rollout, max_tokens=7)),
                     replace(config, env=replace(config.env, eval_first_seed=5)),
                     replace(config, env=replace(config.env, max_turns=2)),
                     _config(vllm_dtype="bfloat16"), _config(max_batch_size=8)):
-        assert evaluation_key(changed) != key
+        assert evaluation_key(changed, None) != key
+
+    class Edited:  # an export whose chat template was edited renders other prompts
+        chat_template = "{% for m in messages %}{{ m.content }}{% endfor %}"
+
+        def __len__(self) -> int:
+            return 49152
+
+    assert evaluation_key(config, Edited()) != key
 
 
 def test_the_digest_is_of_names_and_every_byte() -> None:
@@ -69,7 +80,7 @@ def test_the_digest_is_of_names_and_every_byte() -> None:
 def test_a_record_reads_back_only_for_its_settings_and_weights(tmp_path: Path) -> None:
     from agentgym.trainers.heldout_record import RECORD, Record, evaluation_key, read_record
 
-    key = evaluation_key(_config())
+    key = evaluation_key(_config(), None)
     assert key is not None
     record = Record(key, "d1", {"eval/success_rate": 0.5, "eval/reward_mean": 0.5},
                     {"0": 1.0, "1": 0.0})
