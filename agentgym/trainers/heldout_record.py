@@ -57,7 +57,6 @@ def evaluation_key(config: TrainConfig, tokenizer: Any) -> dict[str, Any] | None
         kwargs["max_turns"] = env.max_turns
     return {"agentgym": agentgym.__version__, "env": env.id, "kwargs": kwargs,
             "seeds": [env.eval_first_seed, env.eval_seeds], "draws": env.eval_draws,
-            "temperature": env.eval_temperature,
             "agent": {"context": r.context, "history_length": r.history_length,
                       "max_prompt_tokens": r.max_prompt_tokens, "max_tokens": r.max_tokens,
                       "top_p": r.top_p, "tool_format": r.tool_format,

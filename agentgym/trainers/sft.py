@@ -187,6 +187,7 @@ class HeldOut:
 
     The engine is sent the weights before each one (no engine, and none of its memory, when
     nothing is evaluated).
+
     The evaluation after step ``export_step`` (the weights the run exports; None: it exports
     none) is kept as a :class:`~agentgym.trainers.heldout_record.Record` for the model folder.
     """

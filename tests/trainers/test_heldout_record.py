@@ -87,7 +87,7 @@ def test_a_record_reads_back_only_for_its_settings_and_weights(tmp_path: Path) -
     record.write(tmp_path)
     assert read_record(tmp_path, key, "d1") == record
     assert read_record(tmp_path, key, "d2") is None  # other weights
-    assert read_record(tmp_path, {**key, "temperature": 1.0}, "d1") is None  # other settings
+    assert read_record(tmp_path, {**key, "draws": 2}, "d1") is None  # other settings
     assert read_record(tmp_path / "none", key, "d1") is None
     (tmp_path / RECORD).write_text('{"key": ')  # cut short: evaluate, as without one
     assert read_record(tmp_path, key, "d1") is None
