@@ -20,12 +20,15 @@ def _config(**model):
 
 
 def test_the_agent_jobs_sft_and_rl_evaluate_alike_so_rl_can_take_the_sfts_record(
-        smollm2_tokenizer) -> None:
+        smollm2_tokenizer, tmp_path: Path) -> None:
     from agentgym.trainers.config import load_config
     from agentgym.trainers.heldout_record import evaluation_key
     from agentgym.trainers.sft_config import load_sft_config
 
-    sft = load_sft_config(ROOT / "examples" / "sft_agent_calendar.yaml").as_train_config()
+    demos = tmp_path / "expert.jsonl"  # the job writes its own; the key never reads them
+    demos.write_text("")
+    sft = load_sft_config(ROOT / "examples" / "sft_agent_calendar.yaml",
+                          [f"data.paths=[{demos}]"]).as_train_config()
     rl = load_config(ROOT / "examples" / "agent_calendar.yaml")
     tokenizer = smollm2_tokenizer  # the engines' (base folder and export alike: same template)
     assert evaluation_key(rl, tokenizer) is not None
