@@ -142,12 +142,14 @@ FUNCTION_CALLING = [
     "first draw scored 25.9% (irrelevance 79.2%), inside that spread; they raised the calls "
     "per reply on every category (parallel multiple 3.42 → 4.43, where BFCL's answers hold "
     "3.04), so the recipe keeps plain requests.", "",
-    "Would vLLM's faster generation let this study run at four times the steps? One Sokoban "
-    "step of `examples/train_sokoban.yaml` (16 episodes, about 101.6k trained tokens) on AMD "
-    "EPYC, 2 cores: generation 210 s with transformers, 47 s with vLLM (4.5x), but the "
-    "full-weight update takes 277-313 s either way, so the step falls only from 487 s to "
-    "361 s (1.35x), short of the 3x at which the 4x-step Sokoban arm was to be rerun. The "
-    "update bounds it (`docs/benchmarks.md`, vLLM vs transformers).", ""]
+    "Would faster generation let this study run at four times the steps? One Sokoban step of "
+    "`examples/train_sokoban.yaml` (16 episodes, about 101.6k trained tokens) on AMD EPYC, 2 "
+    "cores, idle: 487 s when this study ran (generation 210 s with transformers, update 277 "
+    "s); now 233-255 s with vLLM (generation 69-75 s, update 163-178 s) and 237 s with "
+    "transformers (77 s and 160 s): 2.0x, short of the 3x at which the 4x-step Sokoban arm "
+    "was to be rerun, so it was not. The update bounds it: 68-70% of a step, so even "
+    "generation in no time would leave 2.7-3.0x (`docs/benchmarks.md`, vLLM vs "
+    "transformers).", ""]
 
 
 def report(setups: list[Setup], cache: Path, command: str, out: Path,
@@ -227,7 +229,12 @@ def report(setups: list[Setup], cache: Path, command: str, out: Path,
              "3.0% with a bf16 engine too), the agent ending ever more episodes without an "
              "answer, where float32 runs of it never did; a bf16 engine beside float32 "
              "updates did not collapse (-7.5, -16.5 to +1.5, against -20.0 all float32 on "
-             "the same seed).", "",
+             "the same seed). Splitting the update's two mini-batches by whole groups instead "
+             "of single samples (`optim.mini_batch_by: group`, so an episode's turns and a "
+             "group's prompt are computed once) forwarded 24% fewer tokens and cut a paired "
+             "update from 224 s to 171 s; on the job's first two seeds RL then gained +15.5 "
+             "(+7.0 to +24.0) and +6.0 (+0.0 to +12.5) against +20.0 and +13.5, within the "
+             "seeds' spread, and the job keeps the default (`docs/agent-job.md`, run 25).", "",
              *FUNCTION_CALLING]
     rl = [u for s in setups for u in units(s, cache, records) if u.kind == "rl"]
     finished = sum(u.done for u in rl)
