@@ -144,8 +144,8 @@ FUNCTION_CALLING = [
     "3.04), so the recipe keeps plain requests.", "",
     "Would faster generation let this study run at four times the steps? One Sokoban step of "
     "`examples/train_sokoban.yaml` (16 episodes, about 101.6k trained tokens) on AMD EPYC, 2 "
-    "cores, idle: 487 s when this study ran (generation 210 s with transformers, update 277 "
-    "s); now 233-255 s with vLLM (generation 69-75 s, update 163-178 s) and 237 s with "
+    "cores, idle: 487 s in the earlier measurement (generation 210 s with transformers, "
+    "update 277 s); now 233-255 s with vLLM (generation 69-75 s, update 163-178 s) and 237 s with "
     "transformers (77 s and 160 s): 2.0x, short of the 3x at which the 4x-step Sokoban arm "
     "was to be rerun, so it was not. The update bounds it: 68-70% of a step, so even "
     "generation in no time would leave 2.7-3.0x (`docs/benchmarks.md`, vLLM vs "
