@@ -71,6 +71,7 @@ try:
 except ImportError as exc:
     raise MissingExtraError(exc.name or "torch", "train", "agentgym.trainers") from exc
 
+from agentgym.trainers.fused_head import HeadLogSoftmax, plain_output_layer
 from agentgym.trainers.tree_attention import runs_tree_attention, tree_plan
 
 PolicyLoss = Literal["ppo", "gspo", "cispo"]
@@ -162,7 +163,10 @@ def token_logprobs(model: Any, input_ids: torch.Tensor, attention_mask: torch.Te
     (the target-aligned layout of ``MicroBatch``). Memory: the model is asked only for the
     logits from the first masked column on (``logits_to_keep``, when its ``forward`` takes
     it), only masked positions are gathered, and the float32 log-softmax is done in chunks
-    whose softmax is recomputed in backward.
+    whose softmax is recomputed in backward. Where the logits are the output layer applied
+    to the decoder's last hidden state (Llama, Mistral, Qwen 2 and 3), that layer runs
+    inside the chunks instead and no ``(N, V)`` logits are kept
+    (:mod:`agentgym.trainers.fused_head`).
 
     Args:
         model: A causal LM returning ``.logits`` of shape ``(B, T, V)``.
@@ -186,13 +190,23 @@ def token_logprobs(model: Any, input_ids: torch.Tensor, attention_mask: torch.Te
     sel = (attention_mask[:, 1:] if mask is None else mask) > 0  # (B, T-1)
     cols = sel.any(dim=0).nonzero()
     first = int(cols[0]) if len(cols) else t - 1
-    kwargs = {"logits_to_keep": t - first} if first > 0 and _takes_logits_to_keep(model) else {}
-    logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False,
-                   **kwargs).logits
-    logits = logits[:, logits.shape[1] - (t - first):-1]  # (B, T-1-first, V) from column first
     sub = sel[:, first:]  # (B, T-1-first)
-    logp, ent = _TokenLogSoftmax.apply(logits[sub], input_ids[:, first + 1:][sub], scale,
-                                       with_entropy)  # (N,), (N,)
+    targets = input_ids[:, first + 1:][sub]  # (N,)
+    fused = plain_output_layer(model)
+    if fused is not None:  # no (N, V) logits kept: the output layer runs chunk by chunk
+        decoder, head = fused
+        hidden = decoder(input_ids=input_ids, attention_mask=attention_mask,
+                         use_cache=False).last_hidden_state  # (B, T, d)
+        logp, ent = HeadLogSoftmax.apply(hidden[:, first:t - 1][sub], head.weight, targets,
+                                         scale, with_entropy)  # (N,), (N,)
+    else:
+        kwargs = {"logits_to_keep": t - first} if first > 0 and _takes_logits_to_keep(model) \
+            else {}
+        logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False,
+                       **kwargs).logits
+        logits = logits[:, logits.shape[1] - (t - first):-1]  # (B, T-1-first, V) from `first`
+        logp, ent = _TokenLogSoftmax.apply(logits[sub], targets, scale,
+                                           with_entropy)  # (N,), (N,)
 
     def place(values: torch.Tensor) -> torch.Tensor:  # (N,) -> (B, T-1), zeros elsewhere
         full = torch.zeros(sub.shape, dtype=values.dtype, device=values.device)
@@ -240,9 +254,8 @@ def packed_token_logprobs(model: Any, input_ids: torch.Tensor, attention_mask: t
         where[r, :len(path)] = torch.tensor(path)
     rows, cols = sel.nonzero(as_tuple=True)  # target input_ids[r, j+1] is predicted by token j
     sources = where.to(device)[rows, cols]  # (N,) packed index of each predicting token
-    keep, inverse = torch.unique(sources, return_inverse=True)  # logits only where needed
-    kwargs: dict[str, Any] = {"logits_to_keep": keep} if _takes_logits_to_keep(model) else {}
     dtype = next(model.parameters()).dtype
+    kwargs: dict[str, Any] = {}
     if plan is not None:
         # each segment attends to its ancestors only; the 4D placeholder is passed through
         # as is, where no mask would have transformers build an N × N one from the positions
@@ -255,12 +268,23 @@ def packed_token_logprobs(model: Any, input_ids: torch.Tensor, attention_mask: t
         allowed = torch.from_numpy(tree.ancestor_mask()).to(device)
         additive = torch.zeros(allowed.shape, dtype=dtype, device=device).masked_fill_(
             ~allowed, torch.finfo(dtype).min)
-    logits = model(input_ids=torch.tensor([tree.tokens], device=device),
-                   attention_mask=additive[None, None],
-                   position_ids=torch.tensor([tree.positions], device=device), use_cache=False,
-                   **kwargs).logits[0]  # (U, V), or (N_packed, V) without logits_to_keep
-    picked = logits[inverse] if kwargs else logits[sources]  # (N, V)
-    logp, ent = _TokenLogSoftmax.apply(picked, input_ids[rows, cols + 1], scale, with_entropy)
+    packed = {"input_ids": torch.tensor([tree.tokens], device=device),
+              "attention_mask": additive[None, None],
+              "position_ids": torch.tensor([tree.positions], device=device), "use_cache": False}
+    targets = input_ids[rows, cols + 1]  # (N,)
+    fused = plain_output_layer(model)
+    if fused is not None:  # no (N, V) logits kept: the output layer runs chunk by chunk
+        decoder, head = fused
+        hidden = decoder(**packed, **kwargs).last_hidden_state[0]  # (N_packed, d)
+        logp, ent = HeadLogSoftmax.apply(hidden[sources], head.weight, targets, scale,
+                                         with_entropy)
+    else:
+        keep, inverse = torch.unique(sources, return_inverse=True)  # logits only where needed
+        if _takes_logits_to_keep(model):
+            kwargs["logits_to_keep"] = keep
+        logits = model(**packed, **kwargs).logits[0]  # (U, V), or (N_packed, V)
+        picked = logits[inverse] if "logits_to_keep" in kwargs else logits[sources]  # (N, V)
+        logp, ent = _TokenLogSoftmax.apply(picked, targets, scale, with_entropy)
 
     def place(values: torch.Tensor) -> torch.Tensor:  # (N,) -> (B, T-1), zeros elsewhere
         full = torch.zeros(sel.shape, dtype=values.dtype, device=values.device)
