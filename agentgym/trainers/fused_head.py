@@ -7,12 +7,13 @@ r"""Log-probs of target tokens straight from hidden states: the output layer fus
 
 A scored token's logits are a vocabulary-sized row (49,152 floats for SmolLM2, 192 KiB):
 in a 4096-token pass of the agent job, the scored tokens' logits, their gradient and the
-gradient of the rows they were gathered from held 1.25 GB at once (docs/benchmarks.md). Here the output
-layer ``W`` runs inside the chunked log-softmax instead: each chunk's logits are made from
-the hidden states, used and dropped, and made again in backward (one more ``W h`` per scored
-token, about 2·d·V FLOPs), so only the ``(N, d)`` hidden states and ``(N,)`` vectors are
-kept. The idea of the fused linear cross-entropy of Liger Kernel (Hsu et al., 2024, "Liger
-Kernel: Efficient Triton Kernels for LLM Training"), here for log-probs and entropy.
+gradient of the rows they were gathered from held 1.25 GB at once (docs/benchmarks.md).
+Here the output layer ``W`` runs inside the chunked log-softmax instead: each chunk's
+logits are made from the hidden states, used and dropped, and made again in backward (one
+more ``W h`` per scored token, about 2·d·V FLOPs), so only the ``(N, d)`` hidden states and
+``(N,)`` vectors are kept. The idea of the fused linear cross-entropy of Liger Kernel (Hsu
+et al., 2024, "Liger Kernel: Efficient Triton Kernels for LLM Training"), here for log-probs
+and entropy.
 
 Used for causal LMs whose logits are their output layer applied to the decoder's last hidden
 state and nothing more (:func:`plain_output_layer`); others keep the logits path.
