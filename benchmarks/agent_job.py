@@ -12,6 +12,11 @@ and its 95% paired interval (the RL run's metrics), are written to docs/agent-jo
 section "The job, timed".
 
     python benchmarks/agent_job.py [--run-root runs/agent_job_bench] [--no-write]
+        [--set KEY=VALUE ...]
+
+``--set`` adds a config override to both the SFT and the RL command (``--set
+model.generation=transformers``: the job in one process); a run with overrides is not the job
+as committed, so it prints its section instead of writing it.
 """
 
 from __future__ import annotations
@@ -44,13 +49,15 @@ def job_commands() -> list[list[str]]:
     return [shlex.split(line) for line in lines]
 
 
-def relocated(commands: list[list[str]], root: Path) -> list[list[str]]:
-    """The job's commands with the expert's file, the SFT and the RL run under ``root``."""
+def relocated(commands: list[list[str]], root: Path,
+              overrides: tuple[str, ...] = ()) -> list[list[str]]:
+    """The job's commands with the expert's file, the SFT and the RL run under ``root``, and
+    ``overrides`` added to the SFT and the RL command."""
     rollout, sft, train = (list(c) for c in commands)
     demos = root / "expert.jsonl"
     rollout[rollout.index("--out") + 1] = str(demos)
-    sft += [f"run_dir={root / 'sft'}", f"data.paths=[{demos}]"]
-    train += [f"run_dir={root / 'rl'}", f"model.path={root / 'sft' / 'model'}"]
+    sft += [f"run_dir={root / 'sft'}", f"data.paths=[{demos}]", *overrides]
+    train += [f"run_dir={root / 'rl'}", f"model.path={root / 'sft' / 'model'}", *overrides]
     return [rollout, sft, train]
 
 
@@ -87,7 +94,13 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--run-root", default="runs/agent_job_bench")
     parser.add_argument("--no-write", action="store_true", help="print only")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="an override for the SFT and RL commands (repeatable); prints "
+                             "its section instead of writing it")
     args = parser.parse_args()
+    bad = [o for o in args.set if "=" not in o]
+    if bad:
+        parser.error(f"--set takes KEY=VALUE (a config override), got {bad}")
     root = (ROOT / args.run_root).resolve()
     if root.exists():
         shutil.rmtree(root)  # a fresh run: sft and train refuse folders with checkpoints
@@ -95,7 +108,8 @@ def main() -> None:
     commands = job_commands()
     load_before = os.getloadavg()
     phases = [run_measured(name, command) for name, command in
-              zip(("expert rollout", "SFT", "RL"), relocated(commands, root), strict=True)]
+              zip(("expert rollout", "SFT", "RL"), relocated(commands, root, tuple(args.set)),
+                  strict=True)]
     sft, rl = metrics(root / "sft"), metrics(root / "rl")
     base, warm, last = sft[0]["eval/success_rate"], sft[-1]["eval/success_rate"], rl[-1]
     steps = [r for r in rl if "update_s" in r]
@@ -118,6 +132,8 @@ def main() -> None:
         "",
         *[f"    {shlex.join(c)}" for c in commands],
         "",
+        *([f"with `{' '.join(args.set)}` added to the SFT and RL commands.", ""]
+          if args.set else []),
         f"Load average {load_before[0]:.1f} / {load_before[1]:.1f} / {load_before[2]:.1f} "
         "at the start.",
         "",
@@ -141,6 +157,9 @@ def main() -> None:
         "",
         machine_line(start_load=load_before[0]),
     ])
+    if args.set:
+        print(body)  # not the job as committed: its figures belong in a run's own section
+        return
     write_section(TITLE, body, DOC)
 
 

@@ -124,6 +124,9 @@ def test_the_job_benchmark_runs_the_headers_commands_outside_runs(tmp_path: Path
     assert sft[-2:] == [f"run_dir={tmp_path / 'sft'}", f"data.paths=[{tmp_path / 'expert.jsonl'}]"]
     assert train[-2:] == [f"run_dir={tmp_path / 'rl'}",
                           f"model.path={tmp_path / 'sft' / 'model'}"]
+    overrides = ("model.generation=transformers", "model.max_batch_size=16")
+    _, sft_set, train_set = bench.relocated(commands, tmp_path, overrides)
+    assert sft_set == sft + list(overrides) and train_set == train + list(overrides)
     with bench.PeakMemory(interval=0.01) as memory:  # this process, at least
         time.sleep(0.05)
     assert memory.peak > 0 and f"({os.getpid()})" in memory.at_peak[0][0]

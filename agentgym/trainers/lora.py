@@ -127,22 +127,28 @@ def merged_state(model: Any) -> dict[str, Any]:
     docs/vllm.md): it receives merged weights instead. The model is not touched (merging in
     place and unmerging would round the base weights a little more at every step).
     """
+    import torch
     from peft.tuners.lora import LoraLayer
 
     base = model.get_base_model()
-    # LoraLayer's subclasses (Linear, Embedding, ...) define get_delta_weight
-    deltas = {name: sum(cast(Any, module).get_delta_weight(a) for a in module.active_adapters)
-              for name, module in base.named_modules() if isinstance(module, LoraLayer)}
+    adapted = {name: module for name, module in base.named_modules()
+               if isinstance(module, LoraLayer)}
     out = {}
-    for name, param in base.named_parameters():
-        if "lora_" in name:
-            continue
-        clean = name.replace(".base_layer.", ".")
-        owner, _, leaf = clean.rpartition(".")
-        tensor = param.detach()
-        if leaf == "weight" and owner in deltas:
-            tensor = tensor + deltas[owner]
-        out[clean] = tensor.contiguous().cpu()
+    with torch.no_grad():  # no graph: the sums are sent, never differentiated
+        for name, param in base.named_parameters():
+            if "lora_" in name:
+                continue
+            clean = name.replace(".base_layer.", ".")
+            owner, _, leaf = clean.rpartition(".")
+            tensor = param.detach()
+            if leaf == "weight" and owner in adapted:
+                # each delta made where it is added and dropped at once: all of them first
+                # would be another copy of the adapted weights in memory.
+                # LoraLayer's subclasses (Linear, Embedding, ...) define get_delta_weight
+                module = cast(Any, adapted[owner])
+                for adapter in module.active_adapters:
+                    tensor = tensor + module.get_delta_weight(adapter)
+            out[clean] = tensor.contiguous().cpu()
     return out
 
 

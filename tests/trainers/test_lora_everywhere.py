@@ -162,6 +162,7 @@ def test_merged_state_equals_peft_merge_and_leaves_the_model_alone(tiny_model_di
     assert set(merged) <= set(want) and set(want) - set(merged) <= {"lm_head.weight"}  # tied
     for name, tensor in merged.items():
         torch.testing.assert_close(tensor, want[name], atol=1e-6, rtol=1e-6)
+    assert not any(t.requires_grad for t in merged.values())  # no graph held beside them
     assert any(not torch.equal(merged[n], before[f"base_model.model.{n}".replace(
         "proj.weight", "proj.base_layer.weight")]) for n in merged if "q_proj" in n)
     assert all(torch.equal(p, before[n]) for n, p in model.named_parameters())
