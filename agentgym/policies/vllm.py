@@ -7,7 +7,8 @@ a process of its own, so weights cannot be handed over as in-memory tensors. A w
 
 1. holds new requests and waits for the running ones to finish (``pause_generation(mode=
    "wait")``), so every completion comes from one set of weights and one version;
-2. full weights: writes them as one safetensors file in shared memory (``/dev/shm``) and
+2. full weights: writes them as one safetensors file in shared memory (``/dev/shm``), in
+   the engine's dtype when that is 16-bit (:func:`wire_tensors`), and
    asks each worker, through vLLM's ``collective_rpc`` and the worker extension
    :class:`WeightSyncExtension`, to load it with the model's own ``load_weights`` (which maps
    Hugging Face names, fused qkv / gate_up included); LoRA: writes the adapters as a PEFT
@@ -103,6 +104,25 @@ class WeightSyncExtension:
         return len(weights)
 
 
+def wire_tensors(items: Iterable[tuple[str, Any]], engine_dtype: str) -> dict[str, Any]:
+    """A full sync's tensors as written to the weight file, floats in a 16-bit engine's dtype.
+
+    On the CPU and contiguous. The engine's ``load_weights`` copies each tensor into its
+    parameter, which rounds to the engine's dtype anyway (the same round-to-nearest-even
+    cast); rounding first halves the file in shared memory that the engine maps to load it.
+    """
+    import torch
+
+    narrow = getattr(torch, engine_dtype) if engine_dtype in ("bfloat16", "float16") else None
+    out = {}
+    for name, t in items:
+        t = t.detach()
+        if narrow is not None and t.is_floating_point() and t.element_size() > 2:
+            t = t.to(narrow)
+        out[name] = t.contiguous().cpu()
+    return out
+
+
 class VLLMPolicy:
     """The :class:`~agentgym.policies.base.TrainablePolicy` protocol on a vLLM engine.
 
@@ -168,6 +188,7 @@ class VLLMPolicy:
             **memory, **engine_kwargs)
         self.model_dir = model
         self.max_model_len = max_model_len
+        self.dtype = dtype
         with _engine_environment(on_cpu):
             self.engine = AsyncLLM.from_engine_args(args)
         self.tokenizer = _load_tokenizer(model)
@@ -265,7 +286,7 @@ class VLLMPolicy:
         from safetensors.torch import save_file
 
         path = self._scratch / WEIGHTS_FILE
-        tensors = {name: t.detach().contiguous().cpu() for name, t in items}
+        tensors = wire_tensors(items, self.dtype)
         await asyncio.to_thread(save_file, tensors, str(path))
         try:
             await self.engine.collective_rpc("agentgym_load_weights", args=(str(path),))

@@ -326,3 +326,36 @@ async def test_lora_adapter_syncs_match_the_peft_model(model_dir, top_layers):
     finally:
         await engine.aclose()
         await reference.aclose()
+
+
+async def test_a_bf16_engine_loads_a_sync_as_it_loads_float32_weights(model_dir, reference,
+                                                                    tmp_path):
+    """A full sync to a bf16 engine writes bf16 tensors (half the file); the engine ends with
+    the weights a float32 file would have given it, token for token and log-prob for log-prob."""
+    pytest.importorskip("vllm")
+    import torch
+    from safetensors.torch import save_file
+
+    from agentgym.policies.vllm import VLLMPolicy
+
+    gen = torch.Generator().manual_seed(1)
+    noisy = {n: p.detach() + 0.02 * torch.randn(p.shape, generator=gen)
+             for n, p in reference.model.named_parameters()}
+    engine = VLLMPolicy(model_dir, dtype="bfloat16", max_model_len=1024)
+    reqs = _requests(_prompts(8), temperature=0, max_tokens=16)
+    try:
+        base = await engine.generate(reqs)
+        await engine.update_weights(noisy)
+        synced = await engine.generate(reqs)
+        path = tmp_path / "float32.safetensors"  # what a sync wrote before bf16 files
+        save_file({n: t.contiguous() for n, t in noisy.items()}, str(path))
+        await engine.engine.pause_generation(mode="wait", clear_cache=True)
+        await engine.engine.collective_rpc("agentgym_load_weights", args=(str(path),))
+        await engine.engine.reset_prefix_cache()
+        await engine.engine.resume_generation()
+        loaded = await engine.generate(reqs)
+    finally:
+        await engine.aclose()
+    assert [c.completion_ids for c in synced] != [c.completion_ids for c in base]
+    assert [c.completion_ids for c in synced] == [c.completion_ids for c in loaded]
+    assert [c.logprobs for c in synced] == [c.logprobs for c in loaded]
