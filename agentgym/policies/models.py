@@ -25,6 +25,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from agentgym.cpu import warn_if_slow
 from agentgym.errors import ConfigError, MissingExtraError
 
 logger = logging.getLogger(__name__)
@@ -205,6 +206,9 @@ def load_model(name_or_path: str | os.PathLike[str] = "smollm2", *, device: str 
     """
     if dtype not in _DTYPES:
         raise ConfigError(f"dtype must be one of {_DTYPES}, got {dtype!r}")
+    if str(device).startswith("cpu"):
+        warn_if_slow(dtype, "the model's dtype", "Load it in float32 (dtype=\"float32\", "
+                     "model.dtype: float32).")
     torch, transformers = _import_torch()
     folder = (embedded_model_dir(cache_dir) if is_embedded(name_or_path)
               else _local_dir(name_or_path))

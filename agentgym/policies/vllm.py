@@ -40,6 +40,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from agentgym.cpu import warn_if_slow
 from agentgym.errors import AgentGymError, ConfigError, MissingExtraError
 from agentgym.memory import with_tcmalloc
 from agentgym.policies.base import Completion, GenerationRequest, SamplingParams
@@ -166,6 +167,9 @@ class VLLMPolicy:
         on_cpu = current_platform.device_type == "cpu"
         if on_cpu and not ok:
             raise VLLMUnavailableError(why)
+        if on_cpu:
+            warn_if_slow(dtype, "the vLLM engine's dtype", "Give the engine float32 weights "
+                         "(model.vllm_dtype: float32, or unset beside model.dtype: float32).")
         # On a CPU, no chunked prefill: a seeded request whose prefill is split makes vLLM
         # 0.32's CPU model runner rewind a CPU generator's offset, which CPU generators lack
         # (RuntimeError, engine dead); whole prefills never rewind.

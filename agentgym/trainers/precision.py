@@ -16,6 +16,8 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING, Literal
 
+from agentgym.cpu import warn_if_slow
+
 if TYPE_CHECKING:
     import torch
 
@@ -31,4 +33,7 @@ def training_precision(device: torch.device | str, autocast: Autocast
 
     if autocast == "none":
         return contextlib.nullcontext()
-    return torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16)
+    kind = torch.device(device).type
+    if kind == "cpu":
+        warn_if_slow("bfloat16", "optim.autocast", "Train in float32 (optim.autocast: none).")
+    return torch.autocast(device_type=kind, dtype=torch.bfloat16)
