@@ -40,7 +40,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from agentgym.cpu import warn_if_slow
+from agentgym.cpu import HALF, warn_if_slow
 from agentgym.errors import AgentGymError, ConfigError, MissingExtraError
 from agentgym.memory import with_tcmalloc
 from agentgym.policies.base import Completion, GenerationRequest, SamplingParams
@@ -114,7 +114,7 @@ def wire_tensors(items: Iterable[tuple[str, Any]], engine_dtype: str) -> dict[st
     """
     import torch
 
-    narrow = getattr(torch, engine_dtype) if engine_dtype in ("bfloat16", "float16") else None
+    narrow = getattr(torch, engine_dtype) if engine_dtype in HALF else None
     out = {}
     for name, t in items:
         t = t.detach()
