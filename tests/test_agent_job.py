@@ -130,3 +130,40 @@ def test_the_job_benchmark_runs_the_headers_commands_outside_runs(tmp_path: Path
     with bench.PeakMemory(interval=0.01) as memory:  # this process, at least
         time.sleep(0.05)
     assert memory.peak > 0 and f"({os.getpid()})" in memory.at_peak[0][0]
+
+
+def test_the_run_reader_counts_held_out_tasks_by_question_and_step_clusters(
+        tmp_path: Path) -> None:
+    """benchmarks/calendar_runs.py: kinds, tasks up and down, and clusters with two outcomes."""
+    from agentgym.envs.calendar.env import make_task
+
+    seeds = range(1_000_000, 1_000_040)
+    run = tmp_path / "rl"
+    (run / "heldout").mkdir(parents=True)
+    (run / "heldout" / "step-0.json").write_text(json.dumps({str(s): s % 2 == 0 for s in seeds}))
+    (run / "heldout" / "step-10.json").write_text(json.dumps({str(s): s % 4 != 1 for s in seeds}))
+    (run / "rollouts").mkdir()
+
+    def episode(outcome: float, keys: list[str]) -> str:
+        steps = [{"state_key": k} for k in keys]
+        return json.dumps({"group_id": "g", "outcome_reward": outcome, "steps": steps})
+
+    (run / "rollouts" / "step-000001.jsonl").write_text("\n".join([
+        episode(1.0, ["s0", "a", "b"]), episode(0.0, ["s0", "a", "c"]),
+        episode(0.0, ["s0", "d"])]) + "\n")
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "calendar_runs.py"), str(run)],
+                         capture_output=True, text=True, check=True).stdout
+    kinds = {"title": 0, "time": 0, "last": 0, "first": 0}
+    for s in seeds:
+        prompt = make_task("test", s).prompt
+        kinds["first" if "my first" in prompt else "last" if "my last" in prompt
+              else "time" if re.search(r"my \d\d:\d\d meeting", prompt) else "title"] += 1
+    assert all(kinds.values()), kinds  # 40 tasks draw every kind of question
+    # even seeds solved before; after, all but seeds = 1 mod 4: 10 up (3 mod 4), 0 down
+    assert "held-out +25.0 points over 40 tasks; 10 up, 0 down" in out
+    assert sum(int(n) for n in re.findall(r"of (\d+)", out.splitlines()[0])) == 40
+    for name, n in kinds.items():
+        assert re.search(rf"{name} \d+ -> \d+ of {n}\b", out), (name, n, out)
+    # the shared first state is left out; "a" is met by a success and a failure
+    assert "1 groups, 1 with two outcomes; 1 later-step clusters with two outcomes, " \
+           "holding 2 of 5 later steps" in out
