@@ -1,7 +1,8 @@
 """What an RL run of the agent job changed, read from its run folder: held-out tasks solved
-before and after by how the question names the meeting, tasks up and down, and (for a run
-that kept its rollouts, ``logging.rollouts=true``) how often GiGPO's step clusters compare
-outcomes.
+before and after by how the question names the meeting, tasks up and down, its steps
+(sampled success, groups with a signal, seconds of rollouts and update, and for a run with
+the difficulty-pool curriculum the tasks re-drawn), and (for a run that kept its rollouts,
+``logging.rollouts=true``) how often GiGPO's step clusters compare outcomes.
 
     python benchmarks/calendar_runs.py runs/agent_calendar [more run folders ...]
 
@@ -54,6 +55,24 @@ def heldout(run: Path) -> str:
     return f"held-out {gain:+.1f} points over {n} tasks; {up} up, {down} down; {kinds}"
 
 
+def steps(run: Path) -> str | None:
+    if not (run / "metrics.jsonl").is_file():
+        return None
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    rows = [r for r in rows if "success_rate" in r]
+    if not rows:
+        return None
+    success = ", ".join(f"{100 * r['success_rate']:.0f}" for r in rows)
+    # zero_variance_groups is the share of a step's groups whose rollouts scored alike
+    signal = sum(round((1 - r["zero_variance_groups"]) * r["groups_trained"]) for r in rows)
+    line = (f"{len(rows)} steps; sampled success {success}%; {signal} groups with a signal; "
+            f"rollouts {sum(r['rollout_s'] for r in rows) / len(rows):.1f} s, "
+            f"update {sum(r['update_s'] for r in rows) / len(rows):.1f} s a step")
+    if any("pool/revisited" in r for r in rows):
+        line += f"; {sum(round(r.get('pool/revisited', 0)) for r in rows)} tasks re-drawn"
+    return line
+
+
 def clusters(run: Path) -> str | None:
     files = sorted((run / "rollouts").glob("step-*.jsonl"))
     if not files:
@@ -87,9 +106,9 @@ def main() -> None:
     parser.add_argument("runs", nargs="+", type=Path)
     for run in parser.parse_args().runs:
         print(f"{run}: {heldout(run)}")
-        seen = clusters(run)
-        if seen:
-            print(f"  {seen}")
+        for seen in (steps(run), clusters(run)):
+            if seen:
+                print(f"  {seen}")
 
 
 if __name__ == "__main__":

@@ -151,6 +151,12 @@ def test_the_run_reader_counts_held_out_tasks_by_question_and_step_clusters(
     (run / "rollouts" / "step-000001.jsonl").write_text("\n".join([
         episode(1.0, ["s0", "a", "b"]), episode(0.0, ["s0", "a", "c"]),
         episode(0.0, ["s0", "d"])]) + "\n")
+    timing = {"groups_trained": 4, "rollout_s": 40.0, "update_s": 50.0}
+    (run / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in [
+        {"step": 0, "eval/success_rate": 0.5},
+        {"step": 1, "success_rate": 0.125, "zero_variance_groups": 0.5, **timing},
+        {"step": 2, "success_rate": 0.25, "zero_variance_groups": 0.25, "pool/revisited": 2,
+         **timing, "rollout_s": 60.0}]) + "\n")
     out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "calendar_runs.py"), str(run)],
                          capture_output=True, text=True, check=True).stdout
     counts = dict(re.findall(r"(title|time|last|first) \d+ -> \d+ of (\d+)", out))
@@ -171,5 +177,7 @@ def test_the_run_reader_counts_held_out_tasks_by_question_and_step_clusters(
              r"(my (first|last|\d\d:\d\d) meeting|the [A-Z][a-z -]+) on \w+day( in)?\?")
     assert all(re.fullmatch(shape, make_task("test", s).prompt) for s in seeds)  # as asked above
     # the shared first state is left out; "a" is met by a success and a failure
+    assert "2 steps; sampled success 12, 25%; 5 groups with a signal; rollouts 50.0 s, " \
+           "update 50.0 s a step; 2 tasks re-drawn" in out
     assert "1 groups, 1 with two outcomes; 1 later-step clusters with two outcomes, " \
            "holding 2 of 5 later steps" in out
