@@ -176,8 +176,8 @@ def test_the_run_reader_counts_held_out_tasks_by_question_and_step_clusters(
     shape = (r"(Who organizes|Which room is) "
              r"(my (first|last|\d\d:\d\d) meeting|the [A-Z][a-z -]+) on \w+day( in)?\?")
     assert all(re.fullmatch(shape, make_task("test", s).prompt) for s in seeds)  # as asked above
-    # the shared first state is left out; "a" is met by a success and a failure
     assert "2 steps; sampled success 12, 25%; 5 groups with a signal; rollouts 50.0 s, " \
            "update 50.0 s a step; 2 tasks re-drawn" in out
+    # the shared first state is left out; "a" is met by a success and a failure
     assert "1 groups, 1 with two outcomes; 1 later-step clusters with two outcomes, " \
            "holding 2 of 5 later steps" in out
