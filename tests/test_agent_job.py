@@ -17,6 +17,7 @@ import shlex
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -176,6 +177,10 @@ def test_the_run_reader_counts_held_out_tasks_by_question_and_step_clusters(
     shape = (r"(Who organizes|Which room is) "
              r"(my (first|last|\d\d:\d\d) meeting|the [A-Z][a-z -]+) on \w+day( in)?\?")
     assert all(re.fullmatch(shape, make_task("test", s).prompt) for s in seeds)  # as asked above
+    drawn = Counter(calendar_runs.kind(make_task("test", s).prompt) for s in seeds)
+    assert counts == {name: str(n) for name, n in drawn.items()}, (drawn, out)
+    # even seeds solved before; after, all but seeds = 1 mod 4: 10 up (3 mod 4), 0 down
+    assert "held-out +25.0 points over 40 tasks; 10 up, 0 down" in out
     assert "2 steps; sampled success 12, 25%; 5 groups with a signal; rollouts 50.0 s, " \
            "update 50.0 s a step; 2 tasks re-drawn" in out
     # the shared first state is left out; "a" is met by a success and a failure
