@@ -1,7 +1,8 @@
 """What an RL run of the agent job changed, read from its run folder: held-out tasks solved
 before and after by how the question names the meeting, tasks up and down, its steps
-(sampled success, groups with a signal, seconds of rollouts and update, and for a run with
-the difficulty-pool curriculum the tasks re-drawn), and (for a run that kept its rollouts,
+(sampled success, groups with a signal, seconds of rollouts and update, for a run with
+the difficulty-pool curriculum the tasks re-drawn, for one with dynamic sampling the groups
+with a signal after refilling), and (for a run that kept its rollouts,
 ``logging.rollouts=true``) how often GiGPO's step clusters compare outcomes.
 
     python benchmarks/calendar_runs.py runs/agent_calendar [more run folders ...]
@@ -70,6 +71,11 @@ def steps(run: Path) -> str | None:
             f"update {sum(r['update_s'] for r in rows) / len(rows):.1f} s a step")
     if any("pool/revisited" in r for r in rows):
         line += f"; {sum(round(r.get('pool/revisited', 0)) for r in rows)} tasks re-drawn"
+    if any("dynamic/unfilled_groups" in r for r in rows):
+        # a degenerate group is replaced when a fresh draw has a signal; the rest stay
+        kept = sum(round(r["groups_trained"] - r.get("dynamic/unfilled_groups", 0)) for r in rows)
+        drawn = sum(round(r.get("dynamic/drawn_groups", 0)) for r in rows)
+        line += f"; {kept} with a signal after refilling ({drawn} fresh groups drawn)"
     return line
 
 

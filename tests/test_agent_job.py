@@ -186,3 +186,18 @@ def test_the_run_reader_counts_held_out_tasks_by_question_and_step_clusters(
     # the shared first state is left out; "a" is met by a success and a failure
     assert "1 groups, 1 with two outcomes; 1 later-step clusters with two outcomes, " \
            "holding 2 of 5 later steps" in out
+    # dynamic sampling: step 1 replaced 1 of its 2 degenerate groups, step 2 both of its 3
+    dyn = tmp_path / "dyn"
+    dyn.mkdir()
+    (dyn / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in [
+        {"step": 1, "success_rate": 0.5, "zero_variance_groups": 0.5, **timing,
+         "dynamic/degenerate_groups": 2.0, "dynamic/drawn_groups": 4.0,
+         "dynamic/refilled_groups": 1.0, "dynamic/unfilled_groups": 1.0},
+        {"step": 2, "success_rate": 0.5, "zero_variance_groups": 0.75, **timing,
+         "dynamic/degenerate_groups": 3.0, "dynamic/drawn_groups": 3.0,
+         "dynamic/refilled_groups": 3.0, "dynamic/unfilled_groups": 0.0}]) + "\n")
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "calendar_runs.py"), str(dyn)],
+                         capture_output=True, text=True, check=True).stdout
+    assert "no held-out evaluation before and after" in out
+    assert "3 groups with a signal; rollouts 40.0 s, update 50.0 s a step; " \
+           "7 with a signal after refilling (7 fresh groups drawn)" in out, out
