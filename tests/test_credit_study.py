@@ -447,3 +447,21 @@ def test_swe_page_says_when_the_gate_changed_no_reward(tmp_path):
     assert "nothing to differ on" not in accumulation_summary(setup, rl)
     assert "withheld was nonzero in 1 of 2 training steps" in "\n".join(
         accumulation_lines(setup, rl))
+
+
+def test_the_committed_page_is_what_its_records_write(tmp_path):
+    """docs/learning.md says it is written by the study: rewriting it must lose nothing."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    out = tmp_path / "learning.md"
+    subprocess.run([sys.executable, str(root / "benchmarks" / "credit_study.py"), "--report",
+                    "--cache", str(tmp_path / "cache"), "--out", str(out)],
+                   check=True, capture_output=True, text=True)
+    committed = (root / "docs" / "learning.md").read_text()
+    assert out.read_text() == committed, (
+        "docs/learning.md differs from what `python benchmarks/credit_study.py --report` "
+        "writes: edit agentgym/trainers/study (findings.py for the quoted findings), then "
+        "run that command")
