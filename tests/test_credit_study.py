@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -451,10 +454,6 @@ def test_swe_page_says_when_the_gate_changed_no_reward(tmp_path):
 
 def test_the_committed_page_is_what_its_records_write(tmp_path):
     """docs/learning.md says it is written by the study: rewriting it must lose nothing."""
-    import subprocess
-    import sys
-    from pathlib import Path
-
     root = Path(__file__).resolve().parents[1]
     out = tmp_path / "learning.md"
     subprocess.run([sys.executable, str(root / "benchmarks" / "credit_study.py"), "--report",
