@@ -77,10 +77,15 @@ AGENT_JOB = [
     "without signal, at most 4 a step: 33-40 of a run's 40 trained groups with a signal, "
     "16-28 before refilling; +13.5, +4.5, +13.0, +15.0 and +3.5, a mean of +9.9, 95% "
     "interval over the seeds +3.1 to +16.7, paired with GRPO +1.0, -10.5 to +12.5: every "
-    "seed gained, none by 20, at 7-20% more time a run; run 37).",
+    "seed gained, none by 20, at 7-20% more time a run; run 37); eight tasks of four "
+    "rollouts a step instead of four of eight (the same 32 rollouts; +9.0, +5.0, -3.5, "
+    "+11.5 and +7.0, a mean of +5.8, 95% interval over the seeds -1.3 to +12.9, paired with "
+    "GRPO -3.1, -11.6 to +5.4: 45-51 of a run's 80 groups of four had one outcome, so "
+    "116-140 of its 320 rollouts carried a signal against 192 on GRPO's seed 0, and RL took 18-20 "
+    "minutes instead of 24; run 38).",
     "- **What the runs share.** On held-out calendars the answers to questions naming the "
-    "day's first or last meeting move against each other: over the 17 runs of runs 34-37 "
-    "the two kinds together went from 23 of 74 solved to 24-33, while one kind alone moved "
+    "day's first or last meeting move against each other: over the 22 runs of runs 34-38 "
+    "the two kinds together went from 23 of 74 solved to 20-33, while one kind alone moved "
     "by up to 21 (GiGPO's seed 4: last 16 to 31 of 37, first 7 to 0; dynamic sampling's "
     "seed 2: last 16 to 5, first 7 to 28). Ten steps shift a fallback position more "
     "readily than they teach reading the question; the gains beyond that are on titles, "
