@@ -53,7 +53,12 @@ AGENT_JOB = [
     "on the same seed; runs 19-21).",
     "- **Adapting every layer mattered.** LoRA on the top 16 layers only makes a pass "
     "1.8-2.2x faster but gained +4.0 where every layer gained +20.0 on the same seed "
-    "(run 26).",
+    "(run 26). So did its rank: rank 64 (alpha 128, the same alpha/r) in place of 16 "
+    "moved the policy much further in its first update (approximate KL 0.024 against "
+    "0.0016 on the same samples) and lost -27.5 (-34.0 to -21.5) and -12.0 (-20.0 to -4.0) "
+    "points on two seeds, the first run's agent answering without its tools after its "
+    "second step (run 39): with Adam each adapter weight moves by about the learning rate, "
+    "so at a fixed alpha/r a larger rank acts as a larger learning rate.",
     "- **What did not raise the mean over seeds** (each from the two-epoch warm start, "
     "nothing else changed): sampling at T = 0.7 instead of 1 (+5.0, -12.5 and +7.5 on the "
     "first three seeds, a mean of +0.0 against +11.2, though on the first seed more than "
