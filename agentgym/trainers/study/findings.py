@@ -51,7 +51,7 @@ AGENT_JOB = [
     "ever more episodes without an answer, where float32 runs of it never did; a bf16 engine "
     "beside float32 updates did not collapse (-7.5, -16.5 to +1.5, against -20.0 all float32 "
     "on the same seed; runs 19-21).",
-    "- **Adapting every layer mattered.** LoRA on the top 16 layers only makes a pass "
+    "- **Adapting every layer, at rank 16, mattered.** LoRA on the top 16 layers only makes a pass "
     "1.8-2.2x faster but gained +4.0 where every layer gained +20.0 on the same seed "
     "(run 26). So did its rank: rank 64 (alpha 128, the same alpha/r) in place of 16 "
     "moved the policy much further in its first update (approximate KL 0.024 against "
