@@ -87,14 +87,18 @@ AGENT_JOB = [
     "+11.5 and +7.0, a mean of +5.8, 95% interval over the seeds -1.3 to +12.9, paired with "
     "GRPO -3.1, -11.6 to +5.4: 45-51 of a run's 80 groups of four had one outcome, so "
     "116-140 of its 320 rollouts carried a signal against 192 on GRPO's seed 0, and RL took 18-20 "
-    "minutes instead of 24; run 38).",
+    "minutes instead of 24; run 38); twice the learning rate (lr 4e-4: -2.0, +5.5, -1.5, "
+    "+18.5 and +5.5, a mean of +5.2, 95% interval over the seeds -5.1 to +15.5, paired "
+    "with GRPO -3.7, -19.0 to +11.6: the first update moved the policy 1.6 to 11 times as "
+    "far as the job's rate on seed 0, after which fewer groups carried a signal on two "
+    "seeds; run 40).",
     "- **What the runs share.** On held-out calendars the answers to questions naming the "
-    "day's first or last meeting move against each other: over the 22 runs of runs 34-38 "
-    "the two kinds together went from 23 of 74 solved to 20-33, while one kind alone moved "
+    "day's first or last meeting move against each other: over the 27 runs of runs 34-38 "
+    "and 40 the two kinds together went from 23 of 74 solved to 19-33, while one kind alone moved "
     "by up to 21 (GiGPO's seed 4: last 16 to 31 of 37, first 7 to 0; dynamic sampling's "
     "seed 2: last 16 to 5, first 7 to 28). Ten steps shift a fallback position more "
     "readily than they teach reading the question; the gains beyond that are on titles, "
-    "and on times in some GiGPO runs.", ""]
+    "and on times in some GiGPO runs and one at twice the learning rate.", ""]
 
 # Measured by benchmarks/bfcl_recipe.sh; docs/bfcl.md has every category and the timings.
 FUNCTION_CALLING = [
