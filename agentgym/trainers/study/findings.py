@@ -93,7 +93,10 @@ AGENT_JOB = [
     "far as the job's rate on seed 0, after which fewer groups carried a signal on two "
     "seeds; run 40); half the rate (lr 1e-4: +16.0, +15.5, +0.5, +3.0 and +5.0, a mean of "
     "+8.0, 95% interval over the seeds -1.0 to +17.0, paired with GRPO -0.9, -4.8 to +3.0: "
-    "no seed moved by more than 4.5 points from its gain at the job's rate; run 41).",
+    "no seed moved by more than 4.5 points from its gain at the job's rate; run 41); twice "
+    "the rate with a KL penalty to the warm start (beta 0.2: +12.5 and +4.5 on two seeds "
+    "against +20.0 and +13.5, and -2.0 and +5.5 at lr 4e-4 without it; the first update as "
+    "large as without it, every later one 2.5-3.3 times as slow; run 42).",
     "- **What the runs share.** On held-out calendars the answers to questions naming the "
     "day's first or last meeting move against each other: over the 27 runs of runs 34-38 "
     "and 40 the two kinds together went from 23 of 74 solved to 19-33, while one kind alone moved "
