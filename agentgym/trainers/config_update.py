@@ -150,6 +150,13 @@ class OptimConfig:
     """AdamW weight decay."""
     grad_clip: float = 1.0
     """Max global grad norm (0 disables clipping)."""
+    warmup_steps: int = 0
+    """Linear warm-up of the learning rate: training step k (counted from 1) updates at
+    ``lr * min(1, k / warmup_steps)``, then the full rate (verl's ``lr_warmup_steps``,
+    Hugging Face's linear warm-up without the decay). 0: the full rate from the first step.
+    The first updates move a warm-started policy furthest (docs/agent-job.md, run 42); a
+    warm-up holds them without a reference model. Read from the step, so a resumed run
+    picks up where it was."""
     epochs: int = 1
     """Passes over each step's samples."""
     mini_batches: int = 1
@@ -187,6 +194,9 @@ class OptimConfig:
     runs 19 and 20): compare against float32 before relying on it for RL."""
 
     def __post_init__(self) -> None:
+        if self.warmup_steps < 0:
+            raise ConfigError(f"optim.warmup_steps must be >= 0 (0: no warm-up), got "
+                              f"{self.warmup_steps}")
         for name in ("epochs", "mini_batches", "max_tokens_per_micro_batch"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"optim.{name} must be >= 1, got {getattr(self, name)}"
@@ -199,6 +209,10 @@ class OptimConfig:
             raise ConfigError(f"optim.weight_decay and optim.grad_clip must be >= 0 (grad_clip "
                               f"0 disables clipping), got {self.weight_decay} and "
                               f"{self.grad_clip}")
+
+    def lr_factor(self, step: int) -> float:
+        """The warm-up's factor on ``lr`` at training step ``step`` (counted from 0)."""
+        return 1.0 if self.warmup_steps == 0 else min(1.0, (step + 1) / self.warmup_steps)
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,8 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -203,24 +204,26 @@ def ppo_update(learner: Learner, samples: Sequence[Sample], config: UpdateConfig
     done, planned = 0, sum(map(len, plan))
     if on_micro_batch is not None:
         on_micro_batch(0, planned)
-    for index, mini_batch in enumerate(plan, 1):
-        learner.optimizer.zero_grad(set_to_none=True)
-        total = 0.0
-        for mb, scale in mini_batch:
-            loss, mb_stats = micro_batch_loss(learner, mb.to(learner.device), config)
-            (loss if scale == 1.0 else loss * scale).backward()
-            if scale:  # a zero-scale filler only keeps the ranks' collectives in step
-                total += float(loss.detach())
-                stats.append((vars(mb_stats), float(mb_stats.num_tokens)))
-            done += 1
-            if on_micro_batch is not None:
-                on_micro_batch(done, planned)
-        losses.append(sharding.sum_losses(total))
-        norms.append(float(torch.nn.utils.clip_grad_norm_(params, clip)))
-        # a NaN/inf loss or gradient stops the run before it reaches the weights
-        check_update(step + 1, losses[-1], norms[-1], optimizer_step=index,
-                     optimizer_steps=len(plan))
-        learner.optimizer.step()
+    with scaled_lr(learner.optimizer, optim.lr_factor(step)):  # the warm-up, if any
+        lr = float(learner.optimizer.param_groups[0]["lr"])
+        for index, mini_batch in enumerate(plan, 1):
+            learner.optimizer.zero_grad(set_to_none=True)
+            total = 0.0
+            for mb, scale in mini_batch:
+                loss, mb_stats = micro_batch_loss(learner, mb.to(learner.device), config)
+                (loss if scale == 1.0 else loss * scale).backward()
+                if scale:  # a zero-scale filler only keeps the ranks' collectives in step
+                    total += float(loss.detach())
+                    stats.append((vars(mb_stats), float(mb_stats.num_tokens)))
+                done += 1
+                if on_micro_batch is not None:
+                    on_micro_batch(done, planned)
+            losses.append(sharding.sum_losses(total))
+            norms.append(float(torch.nn.utils.clip_grad_norm_(params, clip)))
+            # a NaN/inf loss or gradient stops the run before it reaches the weights
+            check_update(step + 1, losses[-1], norms[-1], optimizer_step=index,
+                         optimizer_steps=len(plan))
+            learner.optimizer.step()
     learner.model.eval()
     check_weights(step + 1, ((n, p) for n, p in learner.model.named_parameters()
                              if p.requires_grad),
@@ -228,7 +231,7 @@ def ppo_update(learner: Learner, samples: Sequence[Sample], config: UpdateConfig
     out = weighted_mean(sharding.gather_stats(stats))
     out.pop("num_tokens", None)
     return {**out, **corrected, "loss": float(np.mean(losses)),
-            "grad_norm": float(np.mean(norms))}
+            "grad_norm": float(np.mean(norms)), "lr": lr}
 
 
 async def ppo_update_in_thread(learner: Learner, samples: Sequence[Sample],
@@ -285,6 +288,20 @@ async def in_update_thread(work: Callable[[Callable[[int, int], None]], dict[str
             progress.remove_task(task[0])
 
 
+@contextmanager
+def scaled_lr(optimizer: torch.optim.Optimizer, factor: float) -> Iterator[None]:
+    """Every parameter group's learning rate times ``factor`` inside the block only."""
+    groups = optimizer.param_groups
+    base = [g["lr"] for g in groups]
+    for g in groups:
+        g["lr"] *= factor
+    try:
+        yield
+    finally:
+        for g, lr in zip(groups, base, strict=True):
+            g["lr"] = lr
+
+
 class LocalUpdater:
     """The policy update in this process: one PPO-clip update per step.
 
@@ -306,16 +323,9 @@ class LocalUpdater:
             _split_cpu_threads()
         elif torch.device(self.learner.device).type == "cpu":
             fit_threads()  # the machine now, not as it was when the run's policy was built
-        groups = self.learner.optimizer.param_groups
-        base = [g["lr"] for g in groups]
-        for g in groups:  # e.g. VCPO: this update only takes η · scale
-            g["lr"] *= lr_scale
-        try:
+        with scaled_lr(self.learner.optimizer, lr_scale):  # e.g. VCPO: this update takes η · scale
             return ppo_update(self.learner, samples, self.config, step=step,
                               on_micro_batch=on_micro_batch)
-        finally:
-            for g, lr in zip(groups, base, strict=True):
-                g["lr"] = lr
 
     def proximal(self, samples: list[Sample]) -> list[Sample]:
         """The samples with the current weights' log-probs."""
