@@ -154,9 +154,10 @@ class OptimConfig:
     """Linear warm-up of the learning rate: training step k (counted from 1) updates at
     ``lr * min(1, k / warmup_steps)``, then the full rate (verl's ``lr_warmup_steps``,
     Hugging Face's linear warm-up without the decay). 0: the full rate from the first step.
-    The first updates move a warm-started policy furthest (docs/agent-job.md, run 42); a
-    warm-up holds them without a reference model. Read from the step, so a resumed run
-    picks up where it was."""
+    Adam's first update moves every weight by about ``lr``; a warm-up holds it without a
+    reference model (on the agent job, lr 4e-4 after 4 warm-up steps: a first update as
+    small as lr 1e-4's, five-seed gains less spread and no higher; docs/agent-job.md, run
+    43). Read from the step, so a resumed run picks up where it was."""
     epochs: int = 1
     """Passes over each step's samples."""
     mini_batches: int = 1
