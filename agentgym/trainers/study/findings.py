@@ -101,7 +101,11 @@ AGENT_JOB = [
     "+4.0, +9.5 and +6.5, a mean of +6.7, 95% interval over the seeds +4.3 to +9.1, paired "
     "with GRPO -2.2, -11.6 to +7.2: the first update was lr 1e-4's and no step moved the "
     "policy as far as lr 4e-4's first, every seed gained and none by 10, a spread of 2.0 "
-    "points against GRPO's 8.0; run 43).",
+    "points against GRPO's 8.0; run 43); the warm-up and dynamic sampling together (run "
+    "43's and run 37's values: +8.5, +2.5, +8.5, +21.5 and +4.0, a mean of +9.0, 95% "
+    "interval over the seeds -0.3 to +18.3, paired with GRPO +0.1, -14.1 to +14.3, with "
+    "dynamic sampling alone -0.9, -6.7 to +4.9: one seed reached 20, the spread came back "
+    "to 7.5 points; run 44).",
     "- **What the runs share.** On held-out calendars the answers to questions naming the "
     "day's first or last meeting move against each other: over the 27 runs of runs 34-38 "
     "and 40 the two kinds together went from 23 of 74 solved to 19-33, while one kind alone moved "
