@@ -201,3 +201,24 @@ def test_the_run_reader_counts_held_out_tasks_by_question_and_step_clusters(
     assert "no held-out evaluation before and after" in out
     assert "3 groups with a signal; rollouts 40.0 s, update 50.0 s a step; " \
            "7 with a signal after refilling (7 fresh groups drawn)" in out, out
+
+
+def test_the_recipe_table_reader_splits_gains_into_recipe_seed_and_rest(tmp_path: Path) -> None:
+    """benchmarks/calendar_recipes.py on an additive table: no residual, shares as built."""
+    doc = tmp_path / "doc.md"
+    seeds = [4.0, -2.0, 0.0, 2.0, -4.0]  # seed effects, sum of squares 40 per recipe
+    recipes = {"A (run 1)": 10.0, "B (run 2)": 0.0, "C (run 3)": 5.0}  # sum of squares 5 x 50
+    lines = ["| recipe (run) | gain, seeds 0, 1, 2, 3, 4 | mean | paired |", "|---|---|---|---|"]
+    for name, offset in recipes.items():
+        gains = ", ".join(f"{offset + s:+.1f}".replace("-", "\u2212") for s in seeds)
+        lines.append(f"| {name} | {gains} | | |")
+    lines += ["| D, two seeds (run 4) | +1.0, +2.0 | | |", "", "| other | +1.0 |"]
+    doc.write_text("\n".join(lines) + "\n")
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "calendar_recipes.py"),
+                          "--doc", str(doc), "--permutations", "200"],
+                         capture_output=True, text=True, check=True).stdout
+    assert "3 recipes x 5 seeds, mean gain +5.0" in out, out  # D (two seeds) left out
+    assert "seed means: +9.0, +3.0, +5.0, +7.0, +1.0" in out, out
+    # recipe 5 x (25 + 25 + 0) = 250, seed 3 x 40 = 120, residual 0
+    assert "recipe 68%, seed 32%, residual 0%" in out, out
+    assert "residual standard deviation 0.0 points" in out, out
