@@ -224,3 +224,51 @@ def test_the_recipe_table_reader_splits_gains_into_recipe_seed_and_rest(tmp_path
     assert "residual standard deviation 0.0 points" in out, out
     # the same order of recipes on every seed: few shuffles within seeds reach that spread
     assert float(re.search(r"permutation p = ([\d.]+)", out)[1]) < 0.05, out
+
+
+def test_the_wide_evaluation_joins_a_runs_own_tasks_to_new_ones(tmp_path: Path) -> None:
+    """benchmarks/calendar_wide_eval.py on played files: gains on own, new and all tasks."""
+    from agentgym.jsonl import write_trajectories
+    from agentgym.types import Message, Trajectory
+
+    out = tmp_path / "wide"
+    out.mkdir()
+
+    def played(name: str, solved: int) -> None:  # 20 new tasks, the first `solved` solved
+        write_trajectories(out / f"{name}-1000200-20.jsonl", [
+            Trajectory(f"{name}{s}", f"test-{s}", "g", (Message("user", "q"),),
+                       outcome_reward=float(s - 1_000_200 < solved), seed=s)
+            for s in range(1_000_200, 1_000_220)])
+
+    played("warm-w_sft_model", 0)
+    runs = []
+    for name, own_after, new_after in (("a", 10, 5), ("b", 2, 4)):
+        run = tmp_path / name
+        (run / "heldout").mkdir(parents=True)
+        (run / "config.yaml").write_text("model: {path: w/sft/model}\n")
+        seeds = range(1_000_000, 1_000_020)
+        (run / "heldout" / "step-0.json").write_text(json.dumps({str(s): False for s in seeds}))
+        (run / "heldout" / "step-10.json").write_text(
+            json.dumps({str(s): s - 1_000_000 < own_after for s in seeds}))
+        (out / f"{name}_model").mkdir()  # exported already: nothing is played or exported
+        played(name, new_after)
+        runs.append(str(run))
+    script = [sys.executable, str(ROOT / "benchmarks" / "calendar_wide_eval.py")]
+    text = subprocess.run([*script, *runs, "--episodes", "20", "--out", str(out)],
+                          capture_output=True, text=True, check=True).stdout
+    assert re.search(r"a \(no checkpoint\): own 20 \+50\.0 .*; new 20 \+25\.0 .*; all 40 \+37\.5 ",
+                     text), text
+    assert re.search(r"b \(no checkpoint\): own 20 \+10\.0 .*; new 20 \+20\.0 .*; all 40 \+15\.0 ",
+                     text), text
+    assert "over 2 runs, own tasks: mean +30.0" in text and "seeds' SD 28.3" in text, text
+    assert "over 2 runs, all tasks: mean +26.2" in text and "seeds' SD 15.9" in text, text
+    assert "all tasks: seeds' variance 253.1 = tasks' " in text, text
+    # new seeds that the runs' own evaluation used are refused, as is a file missing a task
+    wrong = subprocess.run([*script, runs[0], "--episodes", "20", "--first-seed", "1000010",
+                            "--out", str(out)], capture_output=True, text=True)
+    assert wrong.returncode != 0 and "choose --first-seed past 1000019" in wrong.stderr
+    lines = (out / "a-1000200-20.jsonl").read_text().splitlines()
+    (out / "a-1000200-20.jsonl").write_text("\n".join(lines[:-1]) + "\n")
+    short = subprocess.run([*script, runs[0], "--episodes", "20", "--out", str(out)],
+                           capture_output=True, text=True)
+    assert short.returncode != 0 and "scores 19 of the 20 tasks" in short.stderr, short.stderr
