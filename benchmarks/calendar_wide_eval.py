@@ -13,9 +13,11 @@ tasks. Every file is kept under ``--out`` and a run whose files are there is not
 again, so the script resumes.
 
 It prints each run's gain on its own tasks, on the new ones and on all, with 95% paired
-bootstrap intervals, then over the runs: the mean gain with its t-interval over seeds, the
-seeds' standard deviation on 200 tasks and on all, and the part of that spread the
-evaluation's tasks explain (each gain's bootstrap variance; what is left is the runs' own).
+bootstrap intervals, then over the runs: the mean gain with its t-interval over seeds and
+the seeds' standard deviation, on their own 200 tasks and on all; the seeds' variance on all
+tasks split into the part the draw of tasks explains and the runs' own (a two-way layout of
+runs x tasks), with a permutation test of "the runs are alike on every task"; and, given
+``--against`` (another recipe's runs, seed for seed), the paired differences.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import yaml
 
 from agentgym.evaluation.stats import paired_bootstrap, seed_t_interval
@@ -65,59 +68,110 @@ def own_evaluation(run: Path) -> tuple[dict, dict, dict]:
     return config, before, after
 
 
-def gain(before: dict, after: dict) -> tuple[float, float, float, float]:
-    """Gain in points, its interval, and its bootstrap variance (from the interval)."""
+def gain(before: dict, after: dict) -> tuple[float, float, float]:
+    """Gain in points over the tasks of ``before`` and its 95% paired bootstrap interval."""
     seeds = sorted(before)
     g, low, high = paired_bootstrap([float(before[s]) for s in seeds],
                                     [float(after[s]) for s in seeds])
-    return 100 * g, 100 * low, 100 * high, (100 * (high - low) / (2 * 1.96)) ** 2
+    return 100 * g, 100 * low, 100 * high
+
+
+def spread(gains: np.ndarray, permutations: int, seed: int = 0) -> tuple[float, float, float]:
+    """The seeds' variance of a gain, the tasks' part of it, and whether the runs differ.
+
+    ``gains`` is (runs, tasks), each task's change (after - before) under each run, on the
+    same tasks. Two-way layout without replication (runs x tasks): the variance of the runs'
+    mean gains holds the runs' own spread plus ``MS_residual / tasks``, the part that comes
+    from which tasks were drawn (each task's disagreement between runs beyond its mean and
+    theirs). The p-value shuffles each task's outcomes across the runs (the runs alike).
+
+    Returns:
+        ``(between, tasks_part, p)``: variances in points squared, and the permutation p.
+    """
+    runs, n = gains.shape
+    between = gains.mean(axis=1).var(ddof=1)
+    resid = gains - gains.mean(axis=1, keepdims=True) - gains.mean(axis=0, keepdims=True) \
+        + gains.mean()
+    tasks_part = (resid ** 2).sum() / ((runs - 1) * (n - 1)) / n
+    rng = np.random.default_rng(seed)
+    reached = 0
+    for chunk in range(0, permutations, 1000):  # 1000 shuffles at a time: bounded memory
+        size = min(1000, permutations - chunk)
+        shuffled = rng.permuted(np.broadcast_to(gains, (size, runs, n)), axis=1)
+        reached += int((shuffled.mean(axis=2).var(axis=1, ddof=1) >= between - 1e-12).sum())
+    return 1e4 * between, 1e4 * tasks_part, (1 + reached) / (1 + permutations)
+
+
+def judged(run: Path, out: Path, first_seed: int, episodes: int
+           ) -> tuple[float, dict[str, float]]:
+    """The gain on the run's own tasks, and each task's change (own and new); prints both."""
+    config, before, after = own_evaluation(run)
+    if any(first_seed <= int(s) < first_seed + episodes for s in before):
+        raise SystemExit(f"{run}'s own evaluation used seeds from {first_seed}; "
+                         f"choose --first-seed past {max(map(int, before))}")
+    warm = config["model"]["path"]
+    model = out / f"{run.name}_model"
+    steps = sorted((run / "checkpoints").glob("step-*"))
+    if not model.exists():
+        subprocess.run(["agentgym", "export", str(run), "--out", str(model), "--merge"],
+                       check=True)
+    tag = f"{first_seed}-{episodes}.jsonl"
+    warm_new = play(warm, out / f"warm-{warm.strip('/').replace('/', '_')}-{tag}",
+                    first_seed, episodes)
+    rl_new = play(str(model), out / f"{run.name}-{tag}", first_seed, episodes)
+    every_before, every_after = {**before, **warm_new}, {**after, **rl_new}
+    own, fresh, every = gain(before, after), gain(warm_new, rl_new), \
+        gain(every_before, every_after)
+    print(f"{run} ({steps[-1].name if steps else 'no checkpoint'}): own {len(before)} "
+          f"{own[0]:+.1f} ({own[1]:+.1f} to {own[2]:+.1f}); new {len(warm_new)} "
+          f"{fresh[0]:+.1f} ({fresh[1]:+.1f} to {fresh[2]:+.1f}); all {len(every_before)} "
+          f"{every[0]:+.1f} ({every[1]:+.1f} to {every[2]:+.1f})", flush=True)
+    return own[0], {s: float(every_after[s]) - float(every_before[s]) for s in every_before}
+
+
+def over_seeds(name: str, values: list[float]) -> str:
+    mean, half = seed_t_interval(values)
+    return (f"{name}: mean {mean:+.1f} ({mean - half:+.1f} to {mean + half:+.1f}), "
+            f"seeds' SD {statistics.stdev(values):.1f}")
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("runs", nargs="+", type=Path)
+    parser.add_argument("--against", nargs="+", type=Path, default=[],
+                        help="another recipe's runs, seed for seed: the paired differences")
     parser.add_argument("--episodes", type=int, default=400)
     parser.add_argument("--first-seed", type=int, default=1_000_200,
                         help="first test-split seed to play (the job evaluates 1,000,000+)")
+    parser.add_argument("--permutations", type=int, default=10_000)
     parser.add_argument("--out", type=Path, default=Path("runs/wide_eval"))
     args = parser.parse_args(argv)
+    if args.against and len(args.against) != len(args.runs):
+        raise SystemExit(f"--against pairs runs seed for seed: give {len(args.runs)} runs, "
+                         f"got {len(args.against)}")
     args.out.mkdir(parents=True, exist_ok=True)
-    new = range(args.first_seed, args.first_seed + args.episodes)
-    own_gains, all_gains, variances = [], [], []
-    for run in args.runs:
-        config, before, after = own_evaluation(run)
-        if any(int(s) in new for s in before):
-            raise SystemExit(f"{run}'s own evaluation used seeds from {args.first_seed}; "
-                             f"choose --first-seed past {max(map(int, before))}")
-        warm = config["model"]["path"]
-        model = args.out / f"{run.name}_model"
-        steps = sorted((run / "checkpoints").glob("step-*"))
-        if not model.exists():
-            subprocess.run(["agentgym", "export", str(run), "--out", str(model), "--merge"],
-                           check=True)
-        tag = f"{args.first_seed}-{args.episodes}.jsonl"
-        warm_new = play(warm, args.out / f"warm-{warm.strip('/').replace('/', '_')}-{tag}",
-                        args.first_seed, args.episodes)
-        rl_new = play(str(model), args.out / f"{run.name}-{tag}", args.first_seed, args.episodes)
-        own, fresh = gain(before, after), gain(warm_new, rl_new)
-        every = gain({**before, **warm_new}, {**after, **rl_new})
-        own_gains.append(own[0])
-        all_gains.append(every[0])
-        variances.append(every[3])
-        print(f"{run} ({steps[-1].name if steps else 'no checkpoint'}): own {len(before)} "
-              f"{own[0]:+.1f} ({own[1]:+.1f} to {own[2]:+.1f}); new {len(warm_new)} "
-              f"{fresh[0]:+.1f} ({fresh[1]:+.1f} to {fresh[2]:+.1f}); all "
-              f"{len(before) + len(warm_new)} {every[0]:+.1f} ({every[1]:+.1f} to {every[2]:+.1f})",
-              flush=True)
+    groups = [[judged(run, args.out, args.first_seed, args.episodes) for run in runs]
+              for runs in (args.runs, args.against) if runs]
     if len(args.runs) < 2:
         return
-    for name, values in (("own tasks", own_gains), ("all tasks", all_gains)):
-        mean, half = seed_t_interval(values)
-        print(f"over {len(values)} runs, {name}: mean {mean:+.1f} ({mean - half:+.1f} to "
-              f"{mean + half:+.1f}), seeds' SD {statistics.stdev(values):.1f}")
-    spread, tasks = statistics.variance(all_gains), statistics.mean(variances)
-    print(f"all tasks: seeds' variance {spread:.1f} = tasks' {tasks:.1f} + runs' "
-          f"{spread - tasks:.1f} (runs' SD {math.sqrt(max(spread - tasks, 0.0)):.1f})")
+    totals = []
+    for label, judgements in zip(("runs", "against"), groups, strict=False):
+        changes = [c for _, c in judgements]
+        tasks = sorted(changes[0])
+        if any(sorted(c) != tasks for c in changes):
+            raise SystemExit("the runs were judged on different tasks (their own evaluations "
+                             "differ); compare runs of one job's evaluation")
+        gains = np.array([[c[t] for t in tasks] for c in changes])  # (runs, tasks)
+        totals.append([100 * float(g) for g in gains.mean(axis=1)])
+        print(over_seeds(f"{label}, own tasks", [own for own, _ in judgements]))
+        print(over_seeds(f"{label}, all {len(tasks)} tasks", totals[-1]))
+        between, part, p = spread(gains, args.permutations)
+        print(f"{label}, all tasks: seeds' variance {between:.1f} = the tasks' draw {part:.1f} "
+              f"+ the runs' own {between - part:.1f} (SD {math.sqrt(max(between - part, 0)):.1f}"
+              f" points); runs alike on every task: permutation p = {p:.3f}")
+    if args.against:
+        print(over_seeds("runs - against, all tasks, seed for seed",
+                         [a - b for a, b in zip(*totals, strict=True)]))
 
 
 if __name__ == "__main__":

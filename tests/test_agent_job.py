@@ -260,9 +260,16 @@ def test_the_wide_evaluation_joins_a_runs_own_tasks_to_new_ones(tmp_path: Path) 
                      text), text
     assert re.search(r"b \(no checkpoint\): own 20 \+10\.0 .*; new 20 \+20\.0 .*; all 40 \+15\.0 ",
                      text), text
-    assert "over 2 runs, own tasks: mean +30.0" in text and "seeds' SD 28.3" in text, text
-    assert "over 2 runs, all tasks: mean +26.2" in text and "seeds' SD 15.9" in text, text
-    assert "all tasks: seeds' variance 253.1 = tasks' " in text, text
+    assert "runs, own tasks: mean +30.0" in text and "seeds' SD 28.3" in text, text
+    assert "runs, all 40 tasks: mean +26.2" in text and "seeds' SD 15.9" in text, text
+    # 9 of 40 tasks disagree (a up, b not): the draw's part var(a - b) / 2n = 0.1788 / 80
+    assert "seeds' variance 253.1 = the tasks' draw 22.4 + the runs' own 230.8 (SD 15.2" in text
+    # all 9 lean one way: 2 of the 2^9 within-task shuffles reach it
+    assert float(re.search(r"permutation p = ([\d.]+)", text)[1]) < 0.02, text
+    paired = subprocess.run([*script, *runs, "--against", *runs[::-1], "--episodes", "20",
+                             "--out", str(out)], capture_output=True, text=True, check=True)
+    assert "runs - against, all tasks, seed for seed: mean +0.0" in paired.stdout, paired.stdout
+    assert "seeds' SD 31.8" in paired.stdout  # +22.5 and -22.5
     # new seeds that the runs' own evaluation used are refused, as is a file missing a task
     wrong = subprocess.run([*script, runs[0], "--episodes", "20", "--first-seed", "1000010",
                             "--out", str(out)], capture_output=True, text=True)
