@@ -9,8 +9,8 @@ export RUN --out OUT/RUN_model --merge``), and that model and the run's warm sta
 the job's settings (``agentgym rollout ... --temperature 0 --max-tokens 64 --kw
 max_turns=4``), seeds the run's own evaluation did not use. Those outcomes join the run's
 own (``heldout/step-0.json`` and its last step's), so each run is judged on 200 + episodes
-tasks. Every file is kept under ``--out`` and a run whose files are there is not played
-again, so the script resumes.
+tasks (``--episodes 0``: on its own 200 only). Every file is kept under ``--out`` and a run
+whose files are there is not played again, so the script resumes.
 
 It prints each run's gain on its own tasks, on the new ones and on all, with 95% paired
 bootstrap intervals, then over the runs: the mean gain with its t-interval over seeds and
@@ -109,9 +109,14 @@ def judged(run: Path, out: Path, first_seed: int, episodes: int
     if any(first_seed <= int(s) < first_seed + episodes for s in before):
         raise SystemExit(f"{run}'s own evaluation used seeds from {first_seed}; "
                          f"choose --first-seed past {max(map(int, before))}")
+    steps = sorted((run / "checkpoints").glob("step-*"))
+    label = f"{run} ({steps[-1].name if steps else 'no checkpoint'}): "
+    own = gain(before, after)
+    if not episodes:  # the run's own tasks only: nothing to export or play
+        print(f"{label}own {len(before)} {own[0]:+.1f} ({own[1]:+.1f} to {own[2]:+.1f})")
+        return own[0], {s: float(after[s]) - float(before[s]) for s in before}
     warm = config["model"]["path"]
     model = out / f"{run.name}_model"
-    steps = sorted((run / "checkpoints").glob("step-*"))
     if not model.exists():
         subprocess.run(["agentgym", "export", str(run), "--out", str(model), "--merge"],
                        check=True)
@@ -120,12 +125,12 @@ def judged(run: Path, out: Path, first_seed: int, episodes: int
                     first_seed, episodes)
     rl_new = play(str(model), out / f"{run.name}-{tag}", first_seed, episodes)
     every_before, every_after = {**before, **warm_new}, {**after, **rl_new}
-    own, fresh, every = gain(before, after), gain(warm_new, rl_new), \
-        gain(every_before, every_after)
-    print(f"{run} ({steps[-1].name if steps else 'no checkpoint'}): own {len(before)} "
-          f"{own[0]:+.1f} ({own[1]:+.1f} to {own[2]:+.1f}); new {len(warm_new)} "
-          f"{fresh[0]:+.1f} ({fresh[1]:+.1f} to {fresh[2]:+.1f}); all {len(every_before)} "
-          f"{every[0]:+.1f} ({every[1]:+.1f} to {every[2]:+.1f})", flush=True)
+    fresh, every = gain(warm_new, rl_new), gain(every_before, every_after)
+    print(f"{label}own {len(before)} {own[0]:+.1f} ({own[1]:+.1f} to {own[2]:+.1f}); new "
+          f"{len(warm_new)} {fresh[0]:+.1f} ({fresh[1]:+.1f} to {fresh[2]:+.1f}); all "
+          f"{len(every_before)} {every[0]:+.1f} ({every[1]:+.1f} to {every[2]:+.1f}); success "
+          f"{100 * np.mean([float(v) for v in every_before.values()]):.1f}% -> "
+          f"{100 * np.mean([float(v) for v in every_after.values()]):.1f}%", flush=True)
     return own[0], {s: float(every_after[s]) - float(every_before[s]) for s in every_before}
 
 
@@ -140,7 +145,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("runs", nargs="+", type=Path)
     parser.add_argument("--against", nargs="+", type=Path, default=[],
                         help="another recipe's runs, seed for seed: the paired differences")
-    parser.add_argument("--episodes", type=int, default=400)
+    parser.add_argument("--episodes", type=int, default=400,
+                        help="new tasks to play; 0 judges the runs on their own tasks only")
     parser.add_argument("--first-seed", type=int, default=1_000_200,
                         help="first test-split seed to play (the job evaluates 1,000,000+)")
     parser.add_argument("--permutations", type=int, default=10_000)
@@ -168,7 +174,7 @@ def main(argv: list[str] | None = None) -> None:
         between, part, p = spread(gains, args.permutations)
         print(f"{label}, all tasks: seeds' variance {between:.1f} = the tasks' draw {part:.1f} "
               f"+ the runs' own {between - part:.1f} (SD {math.sqrt(max(between - part, 0)):.1f}"
-              f" points); runs alike on every task: permutation p = {p:.3f}")
+              f" points); runs alike on every task: permutation p = {p:.4f}")
     if args.against:
         print(over_seeds("runs - against, all tasks, seed for seed",
                          [a - b for a, b in zip(*totals, strict=True)]))

@@ -270,6 +270,9 @@ def test_the_wide_evaluation_joins_a_runs_own_tasks_to_new_ones(tmp_path: Path) 
                              "--out", str(out)], capture_output=True, text=True, check=True)
     assert "runs - against, all tasks, seed for seed: mean +0.0" in paired.stdout, paired.stdout
     assert "seeds' SD 31.8" in paired.stdout  # +22.5 and -22.5
+    own = subprocess.run([*script, *runs, "--episodes", "0", "--out", str(tmp_path / "none")],
+                         capture_output=True, text=True, check=True).stdout
+    assert "runs, all 20 tasks: mean +30.0" in own and not list((tmp_path / "none").glob("*"))
     # new seeds that the runs' own evaluation used are refused, as is a file missing a task
     wrong = subprocess.run([*script, runs[0], "--episodes", "20", "--first-seed", "1000010",
                             "--out", str(out)], capture_output=True, text=True)
