@@ -13,7 +13,8 @@ tasks (``--episodes 0``: on its own 200 only). Every file is kept under ``--out`
 whose files are there is not played again, so the script resumes.
 
 It prints each run's gain on its own tasks, on the new ones and on all, with 95% paired
-bootstrap intervals, then over the runs: the mean gain with its t-interval over seeds and
+bootstrap intervals, the tasks it solved that the warm start did not (up) and the other way
+(down), and success before and after; then over the runs: the mean gain with its t-interval over seeds and
 the seeds' standard deviation, on their own 200 tasks and on all; the seeds' variance on all
 tasks split into the part the draw of tasks explains and the runs' own (a two-way layout of
 runs x tasks), with a permutation test of "the runs are alike on every task"; and, given
@@ -102,6 +103,12 @@ def spread(gains: np.ndarray, permutations: int, seed: int = 0) -> tuple[float, 
     return 1e4 * between, 1e4 * tasks_part, (1 + reached) / (1 + permutations)
 
 
+def moved(before: dict, after: dict) -> str:
+    """How many tasks the run solved that the warm start did not, and the other way."""
+    up = sum(float(after[s]) > float(before[s]) for s in before)
+    return f"{up} up, {sum(float(after[s]) < float(before[s]) for s in before)} down"
+
+
 def judged(run: Path, out: Path, first_seed: int, episodes: int
            ) -> tuple[float, dict[str, float]]:
     """The gain on the run's own tasks, and each task's change (own and new); prints both."""
@@ -113,7 +120,8 @@ def judged(run: Path, out: Path, first_seed: int, episodes: int
     label = f"{run} ({steps[-1].name if steps else 'no checkpoint'}): "
     own = gain(before, after)
     if not episodes:  # the run's own tasks only: nothing to export or play
-        print(f"{label}own {len(before)} {own[0]:+.1f} ({own[1]:+.1f} to {own[2]:+.1f})")
+        print(f"{label}own {len(before)} {own[0]:+.1f} ({own[1]:+.1f} to {own[2]:+.1f}); "
+              f"{moved(before, after)}")
         return own[0], {s: float(after[s]) - float(before[s]) for s in before}
     warm = config["model"]["path"]
     model = out / f"{run.name}_model"
@@ -128,7 +136,8 @@ def judged(run: Path, out: Path, first_seed: int, episodes: int
     fresh, every = gain(warm_new, rl_new), gain(every_before, every_after)
     print(f"{label}own {len(before)} {own[0]:+.1f} ({own[1]:+.1f} to {own[2]:+.1f}); new "
           f"{len(warm_new)} {fresh[0]:+.1f} ({fresh[1]:+.1f} to {fresh[2]:+.1f}); all "
-          f"{len(every_before)} {every[0]:+.1f} ({every[1]:+.1f} to {every[2]:+.1f}); success "
+          f"{len(every_before)} {every[0]:+.1f} ({every[1]:+.1f} to {every[2]:+.1f}); "
+          f"{moved(every_before, every_after)}; success "
           f"{100 * np.mean([float(v) for v in every_before.values()]):.1f}% -> "
           f"{100 * np.mean([float(v) for v in every_after.values()]):.1f}%", flush=True)
     return own[0], {s: float(every_after[s]) - float(every_before[s]) for s in every_before}

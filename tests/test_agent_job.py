@@ -256,10 +256,10 @@ def test_the_wide_evaluation_joins_a_runs_own_tasks_to_new_ones(tmp_path: Path) 
     script = [sys.executable, str(ROOT / "benchmarks" / "calendar_wide_eval.py")]
     text = subprocess.run([*script, *runs, "--episodes", "20", "--out", str(out)],
                           capture_output=True, text=True, check=True).stdout
-    assert re.search(r"a \(no checkpoint\): own 20 \+50\.0 .*; new 20 \+25\.0 .*; all 40 \+37\.5 ",
-                     text), text
-    assert re.search(r"b \(no checkpoint\): own 20 \+10\.0 .*; new 20 \+20\.0 .*; all 40 \+15\.0 ",
-                     text), text
+    assert re.search(r"a \(no checkpoint\): own 20 \+50\.0 .*; new 20 \+25\.0 .*; "
+                     r"all 40 \+37\.5 \(.*\); 15 up, 0 down; success 0\.0% -> 37\.5%", text), text
+    assert re.search(r"b \(no checkpoint\): own 20 \+10\.0 .*; new 20 \+20\.0 .*; "
+                     r"all 40 \+15\.0 \(.*\); 6 up, 0 down; ", text), text
     assert "runs, own tasks: mean +30.0" in text and "seeds' SD 28.3" in text, text
     assert "runs, all 40 tasks: mean +26.2" in text and "seeds' SD 15.9" in text, text
     # 9 of 40 tasks disagree (a up, b not): the draw's part var(a - b) / 2n = 0.1788 / 80
@@ -272,6 +272,7 @@ def test_the_wide_evaluation_joins_a_runs_own_tasks_to_new_ones(tmp_path: Path) 
     assert "seeds' SD 31.8" in paired.stdout  # +22.5 and -22.5
     own = subprocess.run([*script, *runs, "--episodes", "0", "--out", str(tmp_path / "none")],
                          capture_output=True, text=True, check=True).stdout
+    assert "a (no checkpoint): own 20 +50.0" in own and "; 10 up, 0 down" in own, own
     assert "runs, all 20 tasks: mean +30.0" in own and not list((tmp_path / "none").glob("*"))
     # new seeds that the runs' own evaluation used are refused, as is a file missing a task
     wrong = subprocess.run([*script, runs[0], "--episodes", "20", "--first-seed", "1000010",
