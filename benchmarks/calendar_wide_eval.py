@@ -13,12 +13,13 @@ tasks (``--episodes 0``: on its own 200 only). Every file is kept under ``--out`
 whose files are there is not played again, so the script resumes.
 
 It prints each run's gain on its own tasks, on the new ones and on all, with 95% paired
-bootstrap intervals, the tasks it solved that the warm start did not (up) and the other way
-(down), and success before and after; then over the runs: the mean gain with its t-interval over seeds and
-the seeds' standard deviation, on their own 200 tasks and on all; the seeds' variance on all
-tasks split into the part the draw of tasks explains and the runs' own (a two-way layout of
-runs x tasks), with a permutation test of "the runs are alike on every task"; and, given
-``--against`` (another recipe's runs, seed for seed), the paired differences.
+bootstrap intervals, the tasks it solved that the warm start did not (up) and the other
+way (down), and success before and after; then over the runs: the mean gain with its
+t-interval over seeds and the seeds' standard deviation, on their own 200 tasks and on
+all; the seeds' variance on all tasks split into the part the draw of tasks explains and
+the runs' own (a two-way layout of runs x tasks), with a permutation test of "the runs are
+alike on every task"; and, given ``--against`` (another recipe's runs, seed for seed), the
+paired differences.
 """
 
 from __future__ import annotations
