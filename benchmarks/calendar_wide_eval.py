@@ -106,8 +106,8 @@ def spread(gains: np.ndarray, permutations: int, seed: int = 0) -> tuple[float, 
 
 def moved(before: dict, after: dict) -> str:
     """How many tasks the run solved that the warm start did not, and the other way."""
-    up = sum(float(after[s]) > float(before[s]) for s in before)
-    return f"{up} up, {sum(float(after[s]) < float(before[s]) for s in before)} down"
+    changes = [float(after[s]) - float(before[s]) for s in before]
+    return f"{sum(c > 0 for c in changes)} up, {sum(c < 0 for c in changes)} down"
 
 
 def judged(run: Path, out: Path, first_seed: int, episodes: int

@@ -273,6 +273,16 @@ def test_the_wide_evaluation_joins_a_runs_own_tasks_to_new_ones(tmp_path: Path) 
     own = subprocess.run([*script, *runs, "--episodes", "0", "--out", str(tmp_path / "none")],
                          capture_output=True, text=True, check=True).stdout
     assert "a (no checkpoint): own 20 +50.0" in own and "; 10 up, 0 down" in own, own
+    # a run that loses tasks too: seeds 0-3 solved before, 2-7 after
+    mixed = tmp_path / "c"
+    (mixed / "heldout").mkdir(parents=True)
+    (mixed / "config.yaml").write_text("model: {path: w/sft/model}\n")
+    for step, solved in (("0", range(0, 4)), ("10", range(2, 8))):
+        (mixed / "heldout" / f"step-{step}.json").write_text(json.dumps(
+            {str(1_000_000 + i): i in solved for i in range(20)}))
+    lost = subprocess.run([*script, str(mixed), "--episodes", "0", "--out", str(out)],
+                          capture_output=True, text=True, check=True).stdout
+    assert "c (no checkpoint): own 20 +10.0" in lost and "; 4 up, 2 down" in lost, lost
     assert "runs, all 20 tasks: mean +30.0" in own and not list((tmp_path / "none").glob("*"))
     # new seeds that the runs' own evaluation used are refused, as is a file missing a task
     wrong = subprocess.run([*script, runs[0], "--episodes", "20", "--first-seed", "1000010",
