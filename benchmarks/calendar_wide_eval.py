@@ -19,7 +19,10 @@ t-interval over seeds and the seeds' standard deviation, on their own 200 tasks 
 all; the seeds' variance on all tasks split into the part the draw of tasks explains and
 the runs' own (a two-way layout of runs x tasks), with a permutation test of "the runs are
 alike on every task"; and, given ``--against`` (another recipe's runs, seed for seed), the
-paired differences.
+paired differences. Given ``--from`` (the runs each run started from, seed for seed: a
+second round of RL from the first round's exported end), a run is judged from the first
+round's warm start, so its gain is both rounds'; a line before it gives the round's own gain
+and whether its evaluation before its first step repeated the first round's last one.
 """
 
 from __future__ import annotations
@@ -110,10 +113,30 @@ def moved(before: dict, after: dict) -> str:
     return f"{sum(c > 0 for c in changes)} up, {sum(c < 0 for c in changes)} down"
 
 
-def judged(run: Path, out: Path, first_seed: int, episodes: int
+def from_first_round(run: Path, start: Path, before: dict, after: dict) -> tuple[dict, dict]:
+    """The first round's config and warm-start outcomes, for a run that continued ``start``.
+
+    Prints the round's own gain and how many of its start's outcomes differ from the first
+    round's last evaluation (the same weights, exported: none should).
+    """
+    config, first_before, first_after = own_evaluation(start)
+    if sorted(first_before) != sorted(before):
+        raise SystemExit(f"{run} and {start} were evaluated on different tasks; give the "
+                         f"run each one started from, in the same order")
+    differ = sum(bool(first_after[s]) != bool(before[s]) for s in before)
+    own = gain(before, after)
+    print(f"{run}: this round {own[0]:+.1f} ({own[1]:+.1f} to {own[2]:+.1f}), "
+          f"{moved(before, after)}; its start repeats {start}'s end on "
+          f"{len(before) - differ} of {len(before)} tasks")
+    return config, first_before
+
+
+def judged(run: Path, out: Path, first_seed: int, episodes: int, start: Path | None = None
            ) -> tuple[float, dict[str, float]]:
     """The gain on the run's own tasks, and each task's change (own and new); prints both."""
     config, before, after = own_evaluation(run)
+    if start is not None:
+        config, before = from_first_round(run, start, before, after)
     if any(first_seed <= int(s) < first_seed + episodes for s in before):
         raise SystemExit(f"{run}'s own evaluation used seeds from {first_seed}; "
                          f"choose --first-seed past {max(map(int, before))}")
@@ -155,6 +178,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("runs", nargs="+", type=Path)
     parser.add_argument("--against", nargs="+", type=Path, default=[],
                         help="another recipe's runs, seed for seed: the paired differences")
+    parser.add_argument("--from", dest="starts", nargs="+", type=Path, default=[],
+                        help="the runs each run started from, seed for seed: gains over "
+                             "their warm start, both rounds together")
     parser.add_argument("--episodes", type=int, default=400,
                         help="new tasks to play; 0 judges the runs on their own tasks only")
     parser.add_argument("--first-seed", type=int, default=1_000_200,
@@ -162,12 +188,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--permutations", type=int, default=10_000)
     parser.add_argument("--out", type=Path, default=Path("runs/wide_eval"))
     args = parser.parse_args(argv)
-    if args.against and len(args.against) != len(args.runs):
-        raise SystemExit(f"--against pairs runs seed for seed: give {len(args.runs)} runs, "
-                         f"got {len(args.against)}")
+    for option, given in (("--against", args.against), ("--from", args.starts)):
+        if given and len(given) != len(args.runs):
+            raise SystemExit(f"{option} pairs runs seed for seed: give {len(args.runs)} runs, "
+                             f"got {len(given)}")
     args.out.mkdir(parents=True, exist_ok=True)
-    groups = [[judged(run, args.out, args.first_seed, args.episodes) for run in runs]
-              for runs in (args.runs, args.against) if runs]
+    starts = args.starts or [None] * len(args.runs)
+    groups = [[judged(run, args.out, args.first_seed, args.episodes, start)
+               for run, start in zip(args.runs, starts, strict=True)]]
+    if args.against:
+        groups.append([judged(run, args.out, args.first_seed, args.episodes)
+                       for run in args.against])
     if len(args.runs) < 2:
         return
     totals = []

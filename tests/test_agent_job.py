@@ -293,3 +293,41 @@ def test_the_wide_evaluation_joins_a_runs_own_tasks_to_new_ones(tmp_path: Path) 
     short = subprocess.run([*script, runs[0], "--episodes", "20", "--out", str(out)],
                            capture_output=True, text=True)
     assert short.returncode != 0 and "scores 19 of the 20 tasks" in short.stderr, short.stderr
+
+
+def test_the_wide_evaluation_judges_a_second_round_from_the_first_rounds_warm_start(
+        tmp_path: Path) -> None:
+    """calendar_wide_eval.py --from: both rounds' gain, the round's own, and its start."""
+    seeds = range(1_000_000, 1_000_020)
+
+    def run(name: str, start: int, end: int) -> str:  # the first `start` / `end` tasks solved
+        folder = tmp_path / name
+        (folder / "heldout").mkdir(parents=True)
+        (folder / "config.yaml").write_text(f"model: {{path: {name}/start}}\n")
+        for step, solved in (("0", start), ("10", end)):
+            (folder / "heldout" / f"step-{step}.json").write_text(
+                json.dumps({str(s): s - 1_000_000 < solved for s in seeds}))
+        return str(folder)
+
+    first = [run("a", 0, 10), run("b", 0, 2)]
+    second = [run("a2", 10, 14), run("b2", 3, 5)]  # b2's start differs from b's end on a task
+    script = [sys.executable, str(ROOT / "benchmarks" / "calendar_wide_eval.py")]
+    text = subprocess.run([*script, *second, "--from", *first, "--against", *first,
+                           "--episodes", "0", "--out", str(tmp_path / "none")],
+                          capture_output=True, text=True, check=True).stdout
+    assert re.search(r"a2: this round \+20\.0 \(.*\), 4 up, 0 down; its start repeats "
+                     r".*a's end on 20 of 20 tasks", text), text
+    assert re.search(r"b2: this round \+10\.0 \(.*\), 2 up, 0 down; its start repeats "
+                     r".*b's end on 19 of 20 tasks", text), text
+    assert "a2 (no checkpoint): own 20 +70.0" in text and "; 14 up, 0 down" in text, text
+    assert "b2 (no checkpoint): own 20 +25.0" in text and "; 5 up, 0 down" in text, text
+    assert "runs, own tasks: mean +47.5" in text, text
+    assert "runs - against, all tasks, seed for seed: mean +17.5" in text, text  # +20, +15
+    one = subprocess.run([*script, *second, "--from", first[0], "--episodes", "0"],
+                         capture_output=True, text=True)
+    assert one.returncode != 0 and "--from pairs runs seed for seed: give 2" in one.stderr
+    swapped = run("c", 0, 5)
+    (Path(swapped) / "heldout" / "step-0.json").write_text(json.dumps({"7": False}))
+    other = subprocess.run([*script, second[0], "--from", swapped, "--episodes", "0"],
+                           capture_output=True, text=True)
+    assert other.returncode != 0 and "evaluated on different tasks" in other.stderr
