@@ -22,7 +22,8 @@ alike on every task"; and, given ``--against`` (another recipe's runs, seed for 
 paired differences. Given ``--from`` (the runs each run started from, seed for seed: a
 second round of RL from the first round's exported end), a run is judged from the first
 round's warm start, so its gain is both rounds'; a line before it gives the round's own gain
-and whether its evaluation before its first step repeated the first round's last one.
+and whether its evaluation before its first step repeated the first round's last one. A
+third round gives ``--from`` twice, the second rounds then the first ones, and so on back.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import math
 import statistics
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -113,30 +115,35 @@ def moved(before: dict, after: dict) -> str:
     return f"{sum(c > 0 for c in changes)} up, {sum(c < 0 for c in changes)} down"
 
 
-def from_first_round(run: Path, start: Path, before: dict, after: dict) -> tuple[dict, dict]:
-    """The first round's config and warm-start outcomes, for a run that continued ``start``.
+def from_first_round(run: Path, starts: list[Path], before: dict, after: dict
+                     ) -> tuple[dict, dict]:
+    """The first round's config and warm-start outcomes, for a run that continued
+    ``starts[0]``, which continued ``starts[1]``, and so on back to the first round.
 
-    Prints the round's own gain and how many of its start's outcomes differ from the first
-    round's last evaluation (the same weights, exported: none should).
+    Prints the round's own gain and, for each round, how many of its start's outcomes differ
+    from the round before's last evaluation (the same weights, exported: none should).
     """
-    config, first_before, first_after = own_evaluation(start)
-    if sorted(first_before) != sorted(before):
-        raise SystemExit(f"{run} and {start} were evaluated on different tasks; give the "
-                         f"run each one started from, in the same order")
-    differ = sum(bool(first_after[s]) != bool(before[s]) for s in before)
-    own = gain(before, after)
-    print(f"{run}: this round {own[0]:+.1f} ({own[1]:+.1f} to {own[2]:+.1f}), "
-          f"{moved(before, after)}; its start repeats {start}'s end on "
-          f"{len(before) - differ} of {len(before)} tasks")
-    return config, first_before
+    config: dict = {}
+    for start in starts:
+        config, start_before, start_after = own_evaluation(start)
+        if sorted(start_before) != sorted(before):
+            raise SystemExit(f"{run} and {start} were evaluated on different tasks; give the "
+                             f"run each one started from, in the same order")
+        differ = sum(bool(start_after[s]) != bool(before[s]) for s in before)
+        own = gain(before, after)
+        print(f"{run}: this round {own[0]:+.1f} ({own[1]:+.1f} to {own[2]:+.1f}), "
+              f"{moved(before, after)}; its start repeats {start}'s end on "
+              f"{len(before) - differ} of {len(before)} tasks")
+        run, before, after = start, start_before, start_after
+    return config, before
 
 
-def judged(run: Path, out: Path, first_seed: int, episodes: int, start: Path | None = None
+def judged(run: Path, out: Path, first_seed: int, episodes: int, starts: Sequence[Path] = ()
            ) -> tuple[float, dict[str, float]]:
     """The gain on the run's own tasks, and each task's change (own and new); prints both."""
     config, before, after = own_evaluation(run)
-    if start is not None:
-        config, before = from_first_round(run, start, before, after)
+    if starts:
+        config, before = from_first_round(run, list(starts), before, after)
     if any(first_seed <= int(s) < first_seed + episodes for s in before):
         raise SystemExit(f"{run}'s own evaluation used seeds from {first_seed}; "
                          f"choose --first-seed past {max(map(int, before))}")
@@ -178,9 +185,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("runs", nargs="+", type=Path)
     parser.add_argument("--against", nargs="+", type=Path, default=[],
                         help="another recipe's runs, seed for seed: the paired differences")
-    parser.add_argument("--from", dest="starts", nargs="+", type=Path, default=[],
-                        help="the runs each run started from, seed for seed: gains over "
-                             "their warm start, both rounds together")
+    parser.add_argument("--from", dest="starts", nargs="+", type=Path, action="append",
+                        default=[], help="the runs each run started from, seed for seed: "
+                        "gains over their warm start, every round together; again for the "
+                        "runs those started from")
     parser.add_argument("--episodes", type=int, default=400,
                         help="new tasks to play; 0 judges the runs on their own tasks only")
     parser.add_argument("--first-seed", type=int, default=1_000_200,
@@ -188,14 +196,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--permutations", type=int, default=10_000)
     parser.add_argument("--out", type=Path, default=Path("runs/wide_eval"))
     args = parser.parse_args(argv)
-    for option, given in (("--against", args.against), ("--from", args.starts)):
+    for option, given in (("--against", args.against), *(("--from", s) for s in args.starts)):
         if given and len(given) != len(args.runs):
             raise SystemExit(f"{option} pairs runs seed for seed: give {len(args.runs)} runs, "
                              f"got {len(given)}")
     args.out.mkdir(parents=True, exist_ok=True)
-    starts = args.starts or [None] * len(args.runs)
-    groups = [[judged(run, args.out, args.first_seed, args.episodes, start)
-               for run, start in zip(args.runs, starts, strict=True)]]
+    chains = [list(chain) for chain in zip(*args.starts, strict=True)] or [[]] * len(args.runs)
+    groups = [[judged(run, args.out, args.first_seed, args.episodes, chain)
+               for run, chain in zip(args.runs, chains, strict=True)]]
     if args.against:
         groups.append([judged(run, args.out, args.first_seed, args.episodes)
                        for run in args.against])

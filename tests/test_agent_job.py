@@ -331,3 +331,16 @@ def test_the_wide_evaluation_judges_a_second_round_from_the_first_rounds_warm_st
     other = subprocess.run([*script, second[0], "--from", swapped, "--episodes", "0"],
                            capture_output=True, text=True)
     assert other.returncode != 0 and "evaluated on different tasks" in other.stderr
+    third = [run("a3", 14, 13), run("b3", 5, 8)]  # a third round: --from twice, back in order
+    text = subprocess.run([*script, *third, "--from", *second, "--from", *first,
+                           "--episodes", "0"], capture_output=True, text=True, check=True).stdout
+    assert re.search(r"a3: this round -5\.0 \(.*\), 0 up, 1 down; its start repeats "
+                     r".*a2's end on 20 of 20 tasks", text), text
+    assert re.search(r"a2: this round \+20\.0 \(.*\), 4 up, 0 down; its start repeats "
+                     r".*a's end on 20 of 20 tasks", text), text
+    assert re.search(r"b2: .*its start repeats .*b's end on 19 of 20 tasks", text), text
+    assert "a3 (no checkpoint): own 20 +65.0" in text and "b3 (no checkpoint): own 20 +40.0" in text
+    assert "runs, own tasks: mean +52.5" in text, text
+    short = subprocess.run([*script, *third, "--from", *second, "--from", first[0],
+                            "--episodes", "0"], capture_output=True, text=True)
+    assert short.returncode != 0 and "--from pairs runs seed for seed: give 2" in short.stderr
