@@ -120,8 +120,8 @@ def from_first_round(run: Path, starts: list[Path], before: dict, after: dict
     """The first round's config and warm-start outcomes, for a run that continued
     ``starts[0]``, which continued ``starts[1]``, and so on back to the first round.
 
-    Prints the round's own gain and, for each round, how many of its start's outcomes differ
-    from the round before's last evaluation (the same weights, exported: none should).
+    Prints each round's own gain and how many of its start's outcomes differ from the round
+    before's last evaluation (the same weights, exported: none should).
     """
     config: dict = {}
     for start in starts:
