@@ -93,7 +93,8 @@ def metrics(run_dir: Path) -> list[dict]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--run-root", default="runs/agent_job_bench")
-    parser.add_argument("--no-write", action="store_true", help="print only")
+    parser.add_argument("--no-write", action="store_true",
+                        help="print the section instead of writing it")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="an override for the SFT and RL commands (repeatable); prints "
                              "its section instead of writing it")
@@ -123,8 +124,6 @@ def main() -> None:
                f"{int(last['heldout/tasks'])} tasks); wall {wall / 60:.1f} min; peak "
                f"{peak.peak_bytes / gb:.2f} GB ({peak.name})")
     print(summary)
-    if args.no_write:
-        return
     top = ", ".join(f"{name} {size / gb:.2f} GB" for name, size in peak.at_peak[:3])
     body = "\n".join([
         "The job's three commands as the config's header writes them, outputs under "
@@ -157,8 +156,8 @@ def main() -> None:
         "",
         machine_line(start_load=load_before[0]),
     ])
-    if args.set:
-        print(body)  # not the job as committed: its figures belong in a run's own section
+    if args.set or args.no_write:
+        print(body)  # not the job as committed, or not to be written: a run's own section
         return
     write_section(TITLE, body, DOC)
 
