@@ -16,7 +16,11 @@ et al., 2024, "Liger Kernel: Efficient Triton Kernels for LLM Training"), here f
 and entropy.
 
 Used for causal LMs whose logits are their output layer applied to the decoder's last hidden
-state and nothing more (:func:`plain_output_layer`); others keep the logits path.
+state and nothing more (:func:`plain_output_layer`); others keep the logits path. Under bf16
+autocast the output layer here still runs in the weights' float32, with autocast off in both
+passes: a bf16 logit of 16 is rounded by up to 1/16, which moves a token's log-prob by as
+much (PPO clips the ratio at 0.2 from 1), and a backward that recomputed the logits in bf16
+would take its softmax from other logits than the forward's.
 """
 
 from __future__ import annotations
@@ -40,10 +44,10 @@ def plain_output_layer(model: Any) -> tuple[Any, torch.nn.Linear] | None:
     """``(decoder, output layer)`` of a model this module can fuse, else None.
 
     A PEFT-wrapped model is looked through (its adapters live in the decoder's layers);
-    a model under autocast, or in a process group of several ranks (FSDP gathers the
-    weights in the outer model's forward), keeps the logits path.
+    a model in a process group of several ranks (FSDP gathers the weights in the outer
+    model's forward) keeps the logits path.
     """
-    if not ENABLED or any(torch.is_autocast_enabled(d) for d in ("cpu", "cuda")):
+    if not ENABLED:
         return None
     if torch.distributed.is_available() and torch.distributed.is_initialized() \
             and torch.distributed.get_world_size() > 1:
@@ -67,6 +71,12 @@ class HeadLogSoftmax(torch.autograd.Function):
     def forward(ctx: Any, hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor,
                 scale: float, with_entropy: bool) -> tuple[torch.Tensor, torch.Tensor]:
         """Chunk by chunk: logits, their logsumexp, the target's log-prob and the entropy."""
+        with torch.autocast(hidden.device.type, enabled=False):
+            return HeadLogSoftmax._forward(ctx, hidden, weight, targets, scale, with_entropy)
+
+    @staticmethod
+    def _forward(ctx: Any, hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor,
+                 scale: float, with_entropy: bool) -> tuple[torch.Tensor, torch.Tensor]:
         n, vocab = hidden.shape[0], weight.shape[0]
         dtype = torch.promote_types(weight.dtype, torch.float32)
         lse = hidden.new_empty(n, dtype=dtype)  # (N,)
@@ -75,7 +85,7 @@ class HeadLogSoftmax(torch.autograd.Function):
         step = max(1, _CHUNK_ELEMENTS // vocab)
         for s in range(0, n, step):
             sl = slice(s, s + step)
-            x = (hidden[sl] @ weight.T).to(dtype) / scale  # (n_c, V)
+            x = (hidden[sl].to(weight.dtype) @ weight.T).to(dtype) / scale  # (n_c, V)
             lse[sl] = torch.logsumexp(x, dim=-1)
             logp[sl] = x.gather(-1, targets[sl, None]).squeeze(-1) - lse[sl]
             if with_entropy:  # H = lse − E_p[x]
@@ -90,6 +100,12 @@ class HeadLogSoftmax(torch.autograd.Function):
     def backward(ctx: Any, g_logp: torch.Tensor, g_ent: torch.Tensor
                  ) -> tuple[torch.Tensor | None, torch.Tensor | None, None, None, None]:
         """Chunk by chunk: the logits again, then the gradients of ``hidden`` and ``W``."""
+        with torch.autocast(g_logp.device.type, enabled=False):
+            return HeadLogSoftmax._backward(ctx, g_logp, g_ent)
+
+    @staticmethod
+    def _backward(ctx: Any, g_logp: torch.Tensor, g_ent: torch.Tensor
+                  ) -> tuple[torch.Tensor | None, torch.Tensor | None, None, None, None]:
         hidden, weight, targets, lse, ent = ctx.saved_tensors
         want_h, want_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
         grad_h = torch.empty_like(hidden) if want_h else None
@@ -97,7 +113,8 @@ class HeadLogSoftmax(torch.autograd.Function):
         step = max(1, _CHUNK_ELEMENTS // weight.shape[0])
         for s in range(0, hidden.shape[0], step):
             sl = slice(s, s + step)
-            x = (hidden[sl] @ weight.T).to(lse.dtype) / ctx.scale  # (n_c, V)
+            h = hidden[sl].to(weight.dtype)  # (n_c, d)
+            x = (h @ weight.T).to(lse.dtype) / ctx.scale  # (n_c, V)
             p = torch.exp(x - lse[sl, None])  # (n_c, V) softmax
             gx = -p * g_logp[sl, None]  # d log p_y / dx = onehot(y) − p
             gx.scatter_add_(-1, targets[sl, None], g_logp[sl, None])
@@ -105,7 +122,7 @@ class HeadLogSoftmax(torch.autograd.Function):
                 gx -= g_ent[sl, None] * p * (x - (lse[sl] - ent[sl])[:, None])
             gx = (gx / ctx.scale).to(weight.dtype)  # (n_c, V) d loss / d (W h)
             if grad_h is not None:
-                grad_h[sl] = gx @ weight
+                grad_h[sl] = (gx @ weight).to(grad_h.dtype)
             if grad_w is not None:
-                grad_w += (gx.T @ hidden[sl]).to(grad_w.dtype)
+                grad_w += (gx.T @ h).to(grad_w.dtype)
         return grad_h, None if grad_w is None else grad_w.to(weight.dtype), None, None, None

@@ -84,4 +84,26 @@ def test_models_with_more_than_an_output_layer_keep_the_logits():
     model = llama(False)
     assert plain_output_layer(model) is not None
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        assert plain_output_layer(model) is None
+        assert plain_output_layer(model) is not None  # it runs in float32 there
+
+
+def test_under_bf16_autocast_the_output_layer_runs_in_float32_both_ways():
+    torch.manual_seed(0)
+    hidden = torch.randn(40, 32, requires_grad=True)  # (N, d)
+    weight = torch.randn(64, 32, requires_grad=True)  # (V, d)
+    targets = torch.randint(0, 64, (40,))
+
+    def scores(x: torch.Tensor) -> torch.Tensor:
+        return x.float().log_softmax(-1).gather(-1, targets[:, None]).squeeze(-1)
+
+    want = scores(hidden @ weight.T)
+    want_grads = torch.autograd.grad(want.sum(), (hidden, weight))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got, _ = HeadLogSoftmax.apply(hidden, weight, targets, 1.0, False)
+        got_grads = torch.autograd.grad(got.sum(), (hidden, weight))
+        rounded = scores(hidden @ weight.T)  # what a bf16 output layer gives
+    assert got.dtype == torch.float32
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
+    for a, b in zip(got_grads, want_grads, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+    assert (rounded - want).abs().max() > 1e-3  # so the test can tell the two apart
