@@ -4,13 +4,12 @@ Under ``torch.autocast(dtype=bfloat16)`` the matrix products of the forward pass
 its backward) run in bfloat16 while the weights, their gradients and the optimizer's state
 stay float32; the log-softmax over the vocabulary is still taken in float32, and where the
 output layer is fused into it (:mod:`agentgym.trainers.fused_head`) so is the output layer.
-On a CPU with AVX512-BF16 this runs a
-LoRA update of SmolLM2-135M shaped like the agent job's 1.49x as fast in 77% of the memory
-(benchmarks/update_precision.py; 1.11x inside the job, beside its vLLM engine); on a GPU it
-is the usual bf16 mixed-precision training. One update's gradient agrees with float32's, yet
-the agent job's RL collapsed under it within five steps where float32 runs never did
-(docs/agent-job.md, runs 19 and 20), and again on a CPU with AMX with the output layer in
-float32 (run 49).
+On a CPU with AVX512-BF16 this runs a LoRA update of SmolLM2-135M shaped like the agent
+job's 1.49x as fast in 77% of the memory (benchmarks/update_precision.py; 1.11x inside the
+job, beside its vLLM engine); on a GPU it is the usual bf16 mixed-precision training. One
+update's gradient agrees with float32's, yet the agent job's RL collapsed under it within
+five steps where float32 runs never did (docs/agent-job.md, runs 19 and 20), and again on a
+CPU with AMX with the output layer in float32 (run 49).
 """
 
 from __future__ import annotations
