@@ -123,8 +123,11 @@ class LossConfig:
     """Coefficient of the k3 KL to the initial (reference) policy; 0 disables it."""
     entropy_coef: float = 0.0
     """Entropy bonus coefficient."""
-    recompute_logprobs: bool = False
-    """Recompute π_old with a forward pass instead of using the sampling-time log-probs."""
+    recompute_logprobs: bool | None = None
+    """Recompute π_old with a forward pass instead of using the sampling-time log-probs.
+    None: recompute when ``optim.autocast`` is on, so that π and π_old come from passes of
+    the same precision (bf16 passes scored against a float32 engine's log-probs made the
+    agent job's RL collapse; recomputed, it did not: docs/agent-job.md, run 50)."""
     rollout_correction: RolloutCorrectionConfig = field(default_factory=RolloutCorrectionConfig)
     """TIS/MIS on π_old / μ (recomputes π_old itself)."""
 
@@ -190,9 +193,10 @@ class OptimConfig:
     autocast: Autocast = "none"
     """``bfloat16``: forward and backward passes of the update (and the recomputed
     log-probs) under bf16 autocast, weights and optimizer state kept float32; faster and
-    smaller where the hardware has bf16 (agentgym/trainers/precision.py). The agent job's
-    RL collapsed with it within five steps, twice, and never without it (docs/agent-job.md,
-    runs 19 and 20): compare against float32 before relying on it for RL."""
+    smaller where the hardware has bf16 (agentgym/trainers/precision.py). π_old is then
+    recomputed in bf16 unless ``loss.recompute_logprobs`` says otherwise: the agent job's
+    RL collapsed every time bf16 passes were scored against the engine's log-probs
+    (docs/agent-job.md, runs 19, 20, 49 and 50), and not with π_old recomputed (run 50)."""
 
     def __post_init__(self) -> None:
         if self.warmup_steps < 0:

@@ -63,6 +63,13 @@ class UpdateConfig:
     the same as without the skip."""
 
     @property
+    def recomputes_old_logprobs(self) -> bool:
+        """Whether π_old is recomputed: as the loss config says, else under autocast."""
+        if self.loss.recompute_logprobs is not None:
+            return self.loss.recompute_logprobs
+        return self.optim.autocast != "none"
+
+    @property
     def skips_zero_advantage(self) -> bool:
         """Whether zero-advantage samples can be skipped without changing the loss."""
         return (self.skip_zero_advantage and self.loss.kl_coef == 0
@@ -184,8 +191,13 @@ def ppo_update(learner: Learner, samples: Sequence[Sample], config: UpdateConfig
                                                         config.loss.rollout_correction)
         if not samples:
             return {"loss": 0.0, **corrected}
-    elif config.loss.recompute_logprobs:
-        samples = sharding.recompute(learner, samples, config)  # π_old: the weights now
+    elif config.recomputes_old_logprobs:  # π_old: the weights now, the update's precision
+        # only where the loss reads it: a sample of zero advantages runs no forward pass
+        read = [i for i, s in enumerate(samples)
+                if not config.skips_zero_advantage or s.advantages.any()]
+        fresh = sharding.recompute(learner, [samples[i] for i in read], config)
+        for i, s in zip(read, fresh, strict=True):
+            samples[i] = s
     optim, params = config.optim, learner.parameters()
     clip = optim.grad_clip if optim.grad_clip > 0 else float("inf")
     skip = config.skips_zero_advantage

@@ -29,3 +29,47 @@ def test_recomputed_logprobs_match_a_plain_forward_pass(tiny_model_dir):
         np.testing.assert_allclose(new.completion_logprobs,
                                    want[sample.prompt_len - 1:].numpy(), atol=1e-5)
         assert new.advantage == sample.advantage and new.input_ids == sample.input_ids
+
+
+def test_under_autocast_old_logprobs_are_recomputed_unless_the_config_says_otherwise():
+    from agentgym.trainers.config import LossConfig, OptimConfig
+    from agentgym.trainers.update import UpdateConfig
+
+    def recomputes(autocast, recompute):
+        return UpdateConfig(OptimConfig(autocast=autocast), LossConfig(
+            recompute_logprobs=recompute), temperature=1.0, seed=0).recomputes_old_logprobs
+
+    assert recomputes("bfloat16", None) and not recomputes("none", None)
+    assert not recomputes("bfloat16", False) and recomputes("none", True)
+
+
+def test_the_recompute_scores_only_the_samples_the_loss_reads():
+    """A sample whose advantages are all 0 runs no forward pass, so its π_old (here NaN: not
+    recorded) is neither read nor recomputed; the others' are, in the update's precision."""
+    from agentgym.trainers.config import LossConfig, OptimConfig
+    from agentgym.trainers.update import ONE_PROCESS, Learner, UpdateConfig, ppo_update
+
+    from .test_packing import group_samples, tiny_llama
+
+    rng = np.random.default_rng(2)
+    samples = group_samples(rng, "a")
+    zero = [i for i in range(0, len(samples), 2)]
+    for i in zero:  # no behaviour log-probs and no advantage
+        s = samples[i]
+        samples[i] = Sample(s.traj_id, s.group_id, s.step_index, s.input_ids, s.prompt_len, 0.0,
+                            (float("nan"),) * (s.length - s.prompt_len))
+    seen = []
+
+    class Spy(type(ONE_PROCESS)):
+        def recompute(self, learner, batch, config):
+            seen.append([s.traj_id for s in batch])
+            return super().recompute(learner, batch, config)
+
+    model = tiny_llama()
+    learner = Learner(model, torch.optim.SGD(model.parameters(), lr=0.1), None,
+                      torch.device("cpu"), 0)
+    config = UpdateConfig(OptimConfig(autocast="bfloat16", max_tokens_per_micro_batch=10_000),
+                          LossConfig(), temperature=1.0, seed=0)
+    metrics = ppo_update(learner, samples, config, step=1, sharding=Spy())
+    assert seen == [[s.traj_id for i, s in enumerate(samples) if i not in zero]]
+    assert np.isfinite(metrics["loss"]) and metrics["ratio_mean"] == pytest.approx(1.0, abs=0.05)
