@@ -12,11 +12,12 @@ and its 95% paired interval (the RL run's metrics), are written to docs/agent-jo
 section "The job, timed".
 
     python benchmarks/agent_job.py [--run-root runs/agent_job_bench] [--no-write]
-        [--set KEY=VALUE ...]
+        [--set KEY=VALUE ...] [--set-rl KEY=VALUE ...]
 
 ``--set`` adds a config override to both the SFT and the RL command (``--set
-model.generation=transformers``: the job in one process); a run with overrides is not the job
-as committed, so it prints its section instead of writing it.
+model.generation=transformers``: the job in one process), ``--set-rl`` to the RL command
+only (``--set-rl optim.autocast=bfloat16``: bf16 updates after a float32 warm start); a run
+with overrides is not the job as committed, so it prints its section instead of writing it.
 """
 
 from __future__ import annotations
@@ -49,15 +50,16 @@ def job_commands() -> list[list[str]]:
     return [shlex.split(line) for line in lines]
 
 
-def relocated(commands: list[list[str]], root: Path,
-              overrides: tuple[str, ...] = ()) -> list[list[str]]:
-    """The job's commands with the expert's file, the SFT and the RL run under ``root``, and
-    ``overrides`` added to the SFT and the RL command."""
+def relocated(commands: list[list[str]], root: Path, overrides: tuple[str, ...] = (),
+              rl_overrides: tuple[str, ...] = ()) -> list[list[str]]:
+    """The job's commands with the expert's file, the SFT and the RL run under ``root``,
+    ``overrides`` added to the SFT and the RL command and ``rl_overrides`` to the RL one."""
     rollout, sft, train = (list(c) for c in commands)
     demos = root / "expert.jsonl"
     rollout[rollout.index("--out") + 1] = str(demos)
     sft += [f"run_dir={root / 'sft'}", f"data.paths=[{demos}]", *overrides]
-    train += [f"run_dir={root / 'rl'}", f"model.path={root / 'sft' / 'model'}", *overrides]
+    train += [f"run_dir={root / 'rl'}", f"model.path={root / 'sft' / 'model'}", *overrides,
+              *rl_overrides]
     return [rollout, sft, train]
 
 
@@ -98,8 +100,10 @@ def main() -> None:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="an override for the SFT and RL commands (repeatable); prints "
                              "its section instead of writing it")
+    parser.add_argument("--set-rl", action="append", default=[], metavar="KEY=VALUE",
+                        help="an override for the RL command only (repeatable)")
     args = parser.parse_args()
-    bad = [o for o in args.set if "=" not in o]
+    bad = [o for o in args.set + args.set_rl if "=" not in o]
     if bad:
         parser.error(f"--set takes KEY=VALUE (a config override), got {bad}")
     root = (ROOT / args.run_root).resolve()
@@ -109,7 +113,8 @@ def main() -> None:
     commands = job_commands()
     load_before = os.getloadavg()
     phases = [run_measured(name, command) for name, command in
-              zip(("expert rollout", "SFT", "RL"), relocated(commands, root, tuple(args.set)),
+              zip(("expert rollout", "SFT", "RL"), relocated(commands, root, tuple(args.set),
+                                                              tuple(args.set_rl)),
                   strict=True)]
     sft, rl = metrics(root / "sft"), metrics(root / "rl")
     base, warm, last = sft[0]["eval/success_rate"], sft[-1]["eval/success_rate"], rl[-1]
@@ -133,6 +138,8 @@ def main() -> None:
         "",
         *([f"with `{' '.join(args.set)}` added to the SFT and RL commands.", ""]
           if args.set else []),
+        *([f"with `{' '.join(args.set_rl)}` added to the RL command.", ""]
+          if args.set_rl else []),
         f"Load average {load_before[0]:.1f} / {load_before[1]:.1f} / {load_before[2]:.1f} "
         "at the start.",
         "",
@@ -156,7 +163,7 @@ def main() -> None:
         "",
         machine_line(start_load=load_before[0]),
     ])
-    if args.set or args.no_write:
+    if args.set or args.set_rl or args.no_write:
         print(body)  # not the job as committed, or not to be written: a run's own section
         return
     write_section(TITLE, body, DOC)

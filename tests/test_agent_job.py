@@ -128,6 +128,8 @@ def test_the_job_benchmark_runs_the_headers_commands_outside_runs(tmp_path: Path
     overrides = ("model.generation=transformers", "model.max_batch_size=16")
     _, sft_set, train_set = bench.relocated(commands, tmp_path, overrides)
     assert sft_set == sft + list(overrides) and train_set == train + list(overrides)
+    _, sft_rl, train_rl = bench.relocated(commands, tmp_path, overrides, ("optim.lr=1e-4",))
+    assert sft_rl == sft_set and train_rl == train_set + ["optim.lr=1e-4"]
     with bench.PeakMemory(interval=0.01) as memory:  # this process, at least
         time.sleep(0.05)
     assert memory.peak > 0 and f"({os.getpid()})" in memory.at_peak[0][0]
