@@ -8,8 +8,11 @@ On a CPU with AVX512-BF16 this runs a LoRA update of SmolLM2-135M shaped like th
 job's 1.49x as fast in 77% of the memory (benchmarks/update_precision.py; 1.11x inside the
 job, beside its vLLM engine); on a GPU it is the usual bf16 mixed-precision training. One
 update's gradient agrees with float32's, yet the agent job's RL collapsed under it within
-five steps where float32 runs never did (docs/agent-job.md, runs 19 and 20), and again on a
-CPU with AMX with the output layer in float32 (run 49).
+five steps where float32 runs never did (docs/agent-job.md, runs 19, 20 and 49) while π_old
+came from the engine's recorded log-probs: a bf16 pass scores some tokens systematically
+apart from them (the one opening a tool call lower at every turn), so the ratio was biased
+before any update. Recomputed in bf16 by the update itself, which the trainer now does under
+autocast unless ``loss.recompute_logprobs`` says otherwise, RL did not collapse (run 50).
 """
 
 from __future__ import annotations

@@ -77,7 +77,13 @@ AGENT_JOB = [
     "start, bf16 updates collapsed again (23.5% to 0.0%), and again with the output layer "
     "kept in float32 (25.0% to 0.5%), the agent's episodes shortening to about two steps; "
     "a bf16 engine there gained +7.3 (+4.1 to +10.5) over five seeds judged on a float32 "
-    "engine, paired with float32 GRPO -1.6 (-12.7 to +9.5), in 23% less job time (run 49).",
+    "engine, paired with float32 GRPO -1.6 (-12.7 to +9.5), in 23% less job time (run 49). "
+    "Those bf16 updates took π_old from the engine's recorded log-probs, which a bf16 pass "
+    "scores systematically apart (the token that opens a tool call lower at every turn); "
+    "with π_old recomputed in bf16 by the update (now the default under autocast) neither of "
+    "two paired seeds collapsed (+6.5 and +11.0 where the engine's π_old gave -27.5 twice), "
+    "and on the bf16 engine five seeds gained +6.2 (+3.6 to +8.8), less than float32 "
+    "updates on every seed (paired -3.9, -5.6 to -2.2; run 50).",
     "- **Adapting every layer, at rank 16, mattered.** LoRA on the top 16 layers only makes a pass "
     "1.8-2.2x faster but gained +4.0 where every layer gained +20.0 on the same seed "
     "(run 26). So did its rank: rank 64 (alpha 128, the same alpha/r) in place of 16 "
