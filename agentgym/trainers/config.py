@@ -134,8 +134,8 @@ class TrainConfig:
              f"rollout.group_size must be >= 2 for a group baseline, got "
              f"{self.rollout.group_size}; set rollout.group_size=4"),
             (0 <= self.algorithm.max_error_rate <= 1, "algorithm.max_error_rate must be in [0, 1]"),
-            (self.rollout.top_p == 1.0 or self.loss.recompute_logprobs
-             or (self.loss.recompute_logprobs is None and self.optim.autocast != "none"),
+            (self.rollout.top_p == 1.0
+             or self.loss.recomputes_old_logprobs(self.optim.autocast),
              "rollout.top_p < 1 changes the sampling distribution that the recorded log-probs do "
              "not describe; set rollout.top_p=1.0"),
             (self.rollout.tool_format in (None, "auto", *FORMATS),

@@ -131,6 +131,16 @@ class LossConfig:
     rollout_correction: RolloutCorrectionConfig = field(default_factory=RolloutCorrectionConfig)
     """TIS/MIS on π_old / μ (recomputes π_old itself)."""
 
+    def recomputes_old_logprobs(self, autocast: str) -> bool:
+        """Whether the update recomputes π_old (``recompute_logprobs``, else under autocast).
+
+        Args:
+            autocast: The update's precision (``optim.autocast``).
+        """
+        if self.recompute_logprobs is not None:
+            return self.recompute_logprobs
+        return autocast != "none"
+
     def __post_init__(self) -> None:
         if not (0 <= self.clip_low < 1 and self.clip_high >= 0):
             raise ConfigError(f"loss.clip_low must be in [0, 1) and loss.clip_high >= 0, got "

@@ -65,9 +65,7 @@ class UpdateConfig:
     @property
     def recomputes_old_logprobs(self) -> bool:
         """Whether π_old is recomputed: as the loss config says, else under autocast."""
-        if self.loss.recompute_logprobs is not None:
-            return self.loss.recompute_logprobs
-        return self.optim.autocast != "none"
+        return self.loss.recomputes_old_logprobs(self.optim.autocast)
 
     @property
     def skips_zero_advantage(self) -> bool:
