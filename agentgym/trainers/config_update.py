@@ -131,7 +131,7 @@ class LossConfig:
     rollout_correction: RolloutCorrectionConfig = field(default_factory=RolloutCorrectionConfig)
     """TIS/MIS on π_old / μ (recomputes π_old itself)."""
 
-    def recomputes_old_logprobs(self, autocast: str) -> bool:
+    def recomputes_old_logprobs(self, autocast: Autocast) -> bool:
         """Whether the update recomputes π_old (``recompute_logprobs``, else under autocast).
 
         Args:
