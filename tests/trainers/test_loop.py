@@ -57,7 +57,7 @@ def test_two_updates_move_every_parameter(tmp_path, tiny_dir):
     assert (run / "config.yaml").exists()
 
 
-def test_resume_continues_exactly(tmp_path, tiny_dir):
+def test_resume_continues_exactly(tmp_path, tiny_dir, one_thread):
     straight = train(config(tmp_path / "a", tiny_dir, steps=4))
     first = config(tmp_path / "b", tiny_dir, steps=2)
     train(first)
@@ -130,7 +130,7 @@ def test_config_errors_name_the_fix(tmp_path):
 
 
 @pytest.mark.slow
-def test_killed_run_resumes_to_the_same_parameters(tmp_path, tiny_dir):
+def test_killed_run_resumes_to_the_same_parameters(tmp_path, tiny_dir, one_thread):
     """SIGKILL a real `agentgym train` after a checkpoint; resuming matches a straight run."""
     import signal
     import subprocess
@@ -143,7 +143,8 @@ def test_killed_run_resumes_to_the_same_parameters(tmp_path, tiny_dir):
 
     save_config(config(tmp_path / "b", tiny_dir, steps=4), cfg_path)
     proc = subprocess.Popen([sys.executable, "-m", "agentgym.cli", "train", str(cfg_path)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            preexec_fn=one_thread)
     first = tmp_path / "b" / "run" / "checkpoints" / "step-000001" / "state.json"
     deadline = time.time() + 600  # a bound on a hang: minutes only on a loaded machine
     while not first.exists() and proc.poll() is None and time.time() < deadline:

@@ -133,7 +133,7 @@ def test_lora_sft_checkpoint_is_merged_into_the_train_model(tmp_path, tiny_model
                                          dict(base.named_parameters())[n]) for n in names)
 
 
-def test_resume_continues_to_the_same_weights(tmp_path, tiny_model_dir):
+def test_resume_continues_to_the_same_weights(tmp_path, tiny_model_dir, one_thread):
     demos = expert_file(tmp_path / "expert.jsonl", episodes=3)
     over = {"env__eval_seeds": 0, "export": False, "save_every": 1,
             "optim": {"lr": 1e-2, "epochs": 2, "batch_size": 4}}
