@@ -258,4 +258,9 @@ FUNCTION_CALLING = [
     "transformers (77 s and 160 s): 2.0x, short of the 3x at which the 4x-step Sokoban arm "
     "was to be rerun, so it was not. The update bounds it: 68-70% of a step, so even "
     "generation in no time would leave 2.7-3.0x (`docs/benchmarks.md`, vLLM vs "
-    "transformers).", ""]
+    "transformers). On an Intel Xeon with AMX (2 cores, load average 0.2-1.8) the same step "
+    "took 146.6 s with transformers, 126-147 s with vLLM in float32 and 93-98 s with a bf16 "
+    "engine and bf16 updates: 1.0-1.6x from generation on one machine (the update is 66-83% "
+    "of a step), 3.3-5.2x under the first 487 s, mostly from the CPU and the code. By that "
+    "yardstick the 4x arm is due on such a machine, at about 45 minutes a run in float32 "
+    "(4-5 hours for its 6 runs, plus the warm start); it has not been run.", ""]
