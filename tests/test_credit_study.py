@@ -464,3 +464,20 @@ def test_the_committed_page_is_what_its_records_write(tmp_path):
         "docs/learning.md differs from what `python benchmarks/credit_study.py --report` "
         "writes: edit agentgym/trainers/study (findings.py for the quoted findings), then "
         "run that command")
+
+
+def test_an_arm_shares_its_envs_warm_start_and_keeps_its_own_runs(tmp_path):
+    """Sokoban at 4x the steps reads the env's own warm start (the same SFT key and records
+    folder), keys its RL runs by its own budget, and its section shows no warm start again."""
+    env, arm = SETUPS["sokoban"], SETUPS["sokoban_4x"]
+    assert arm.sft_key() == env.sft_key() and arm.steps == 4 * env.steps
+    kinds = {u.kind: u.record for u in units(arm, tmp_path)}
+    assert kinds["sft"] == {u.kind: u.record for u in units(env, tmp_path)}["sft"]
+    env_runs = {u.record for u in units(env, tmp_path) if u.kind == "rl"}
+    arm_runs = [u for u in units(arm, tmp_path) if u.kind == "rl"]
+    assert [u.estimator for u in arm_runs] == ["grpo", "gigpo"] * 3
+    assert not env_runs & {u.record for u in arm_runs}
+    page = report([env, arm], tmp_path, "cmd", tmp_path / "x.md")
+    section = page.split("## agentgym/Sokoban-v0 (4x the steps)")[1]
+    assert "32 steps × 2 tasks × 4 rollouts" in section
+    assert "SFT warm start" not in section and "still to run: grpo/seed 0, gigpo/seed 0" in section

@@ -521,7 +521,7 @@ def plot(s: Setup, done: list[Unit], folder: Path, suffix: str = "") -> Path:
     train.set_xlabel("training step")
     train.set_title("training rollouts (T=1)")
     held.legend()
-    path = folder / f"learning_{s.name}{suffix}.png"
+    path = folder / f"learning_{s.name}{'_' + s.arm if s.arm else ''}{suffix}.png"
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

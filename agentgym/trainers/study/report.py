@@ -36,6 +36,7 @@ from agentgym.trainers.study.units import (
     HELD_OUT_FIRST_SEED,
     TUNING_FIRST_SEED,
     Setup,
+    Unit,
     units,
 )
 
@@ -81,11 +82,12 @@ def report(setups: list[Setup], cache: Path, command: str, out: Path,
                   else f"**Result.** All {len(rl)} RL runs have finished.", ""]
         lines += [summary_line(s, cache, records) for s in setups] + [""]
         compared = [evidence(s, cache, records) for s in setups if len(variants(s)) > 1
-                    and s.band is not None]
+                    and s.band is not None and not s.arm]
         lines += [across_line(compared), ""] if len(compared) > 1 else []
     for s in setups:
         lines += setup_lines(s, cache, records, out, heading="##")
-    gpu = [s for s in scaled_setups or [] if any(u.done for u in units(s, cache, scaled_records))]
+    gpu = [s for s in scaled_setups or [] if not s.arm
+           and any(u.done for u in units(s, cache, scaled_records))]
     if gpu:
         lines += ["## At GPU scale (`--scale`)", "",
                   "The same study with the budget `scaled()` sets for a GPU machine: four "
@@ -133,6 +135,8 @@ def setup_lines(s: Setup, cache: Path, records: Path | None, out: Path, heading:
               + (f" sampled at T={s.eval_temperature}" if s.eval_temperature else "")
               + f" every {s.eval_every} steps.", ""]
     lines += [s.about, ""] if s.about else []
+    if s.arm:  # its warm start is the env's own, described in the env's section
+        return lines + rl_lines(s, all_units, out, suffix)
     lines += sft_lines(s, next(u for u in all_units if u.kind == "sft"))
     lines += superseded_lines(s, records if records is not None else cache)
     warm = next((u for u in all_units if u.kind == "warmth"), None)
@@ -155,6 +159,12 @@ def setup_lines(s: Setup, cache: Path, records: Path | None, out: Path, heading:
                   f"{r['train_success_t1']:.0%}): share of steps whose HGPO level-k group "
                   f"has another member: {shares}. Level 1 is GiGPO's anchor-state group"
                   + (f"; {r['note']}" if r.get("note") else "") + ".", ""]
+    return lines + rl_lines(s, all_units, out, suffix)
+
+
+def rl_lines(s: Setup, all_units: list[Unit], out: Path, suffix: str) -> list[str]:
+    """One env's RL runs: their table, what the evaluation resolves, and the reading."""
+    lines: list[str] = []
     rl = [u for u in all_units if u.kind == "rl"]
     done = [u for u in rl if u.done]
     finer = {(u.variant, u.seed): u.result() for u in all_units if u.kind == "final" and u.done}

@@ -31,7 +31,7 @@ CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "agen
     / "credit_study"
 ESTIMATORS = ("grpo", "gigpo", "hgpo", "salt")
 SEEDS = (0, 1, 2)
-DEFAULT_ENVS = "sokoban,frozenlake,swe,swe_editor"
+DEFAULT_ENVS = "sokoban,sokoban_4x,frozenlake,swe,swe_editor"
 TUNING_FIRST_SEED = 500_000
 BAND = (0.15, 0.60)  # tuning-seed success (greedy, or sampled where a setup says) RL starts from
 HELD_OUT_FIRST_SEED = 1_000_000
@@ -91,6 +91,9 @@ class Setup:
     rollout_options: dict[str, Any] | None = None  # more rollout fields (SFT and RL)
     optim_options: dict[str, Any] | None = None  # more RL optimizer fields
     label: str = ""  # what sets this setup apart from another of the same env, on the page
+    # a second RL budget from the same warm start (the same records folder): its name in the
+    # plot's file; an arm is not an env of its own in the page's answer across envs
+    arm: str = ""
     about: str = ""  # why the setup is there, under its heading (markdown)
 
     @property
