@@ -466,18 +466,25 @@ def test_the_committed_page_is_what_its_records_write(tmp_path):
         "run that command")
 
 
-def test_an_arm_shares_its_envs_warm_start_and_keeps_its_own_runs(tmp_path):
-    """Sokoban at 4x the steps reads the env's own warm start (the same SFT key and records
-    folder), keys its RL runs by its own budget, and its section shows no warm start again."""
+def test_an_arm_has_a_warm_start_and_runs_of_its_own(tmp_path):
+    """Sokoban at 4x the steps shares the env's records folder and demonstrations but trains
+    its own warm start (the same recipe; the key holds the arm) and keys its own RL runs;
+    its section shows that warm start, not the env's superseded ones."""
     env, arm = SETUPS["sokoban"], SETUPS["sokoban_4x"]
-    assert arm.sft_key() == env.sft_key() and arm.steps == 4 * env.steps
-    kinds = {u.kind: u.record for u in units(arm, tmp_path)}
-    assert kinds["sft"] == {u.kind: u.record for u in units(env, tmp_path)}["sft"]
-    env_runs = {u.record for u in units(env, tmp_path) if u.kind == "rl"}
+    assert arm.steps == 4 * env.steps and arm.sft_key() != env.sft_key()
+    assert SETUPS["sokoban"].sft_key() == "sft-e052c185"  # the env's key did not move
+    mine = {u.kind: u.record for u in units(arm, tmp_path)}
+    theirs = {u.kind: u.record for u in units(env, tmp_path)}
+    assert mine["demos"] == theirs["demos"] and mine["random"] == theirs["random"]
+    assert mine["sft"] != theirs["sft"] and mine["sft"].parent == theirs["sft"].parent
     arm_runs = [u for u in units(arm, tmp_path) if u.kind == "rl"]
     assert [u.estimator for u in arm_runs] == ["grpo", "gigpo"] * 3
-    assert not env_runs & {u.record for u in arm_runs}
+    key, _ = next(iter(SUPERSEDED["sokoban"].items()))
+    (tmp_path / "sokoban").mkdir()
+    (tmp_path / "sokoban" / f"{key}.json").write_text(
+        json.dumps({"tuning_success_before": 0.0, "tuning_success_after": 0.04}))
     page = report([env, arm], tmp_path, "cmd", tmp_path / "x.md")
     section = page.split("## agentgym/Sokoban-v0 (4x the steps)")[1]
-    assert "32 steps × 2 tasks × 4 rollouts" in section
-    assert "SFT warm start" not in section and "still to run: grpo/seed 0, gigpo/seed 0" in section
+    assert "32 steps × 2 tasks × 4 rollouts" in section and "**SFT warm start**" in section
+    assert key not in section and key in page.split("## agentgym/Sokoban-v0 (4x")[0]
+    assert "still to run: grpo/seed 0, gigpo/seed 0" in section

@@ -135,10 +135,9 @@ def setup_lines(s: Setup, cache: Path, records: Path | None, out: Path, heading:
               + (f" sampled at T={s.eval_temperature}" if s.eval_temperature else "")
               + f" every {s.eval_every} steps.", ""]
     lines += [s.about, ""] if s.about else []
-    if s.arm:  # its warm start is the env's own, described in the env's section
-        return lines + rl_lines(s, all_units, out, suffix)
     lines += sft_lines(s, next(u for u in all_units if u.kind == "sft"))
-    lines += superseded_lines(s, records if records is not None else cache)
+    if not s.arm:  # the env's own warm starts, listed in its own section
+        lines += superseded_lines(s, records if records is not None else cache)
     warm = next((u for u in all_units if u.kind == "warmth"), None)
     if warm is not None and warm.done:
         lines += [warmth_line(s, warm.result(),

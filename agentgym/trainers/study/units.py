@@ -91,7 +91,8 @@ class Setup:
     rollout_options: dict[str, Any] | None = None  # more rollout fields (SFT and RL)
     optim_options: dict[str, Any] | None = None  # more RL optimizer fields
     label: str = ""  # what sets this setup apart from another of the same env, on the page
-    # a second RL budget from the same warm start (the same records folder): its name in the
+    # a second RL budget of the env (the same records folder and demonstrations) with a warm
+    # start of its own, the same recipe trained again (its key holds the arm): its name in the
     # plot's file; an arm is not an env of its own in the page's answer across envs
     arm: str = ""
     about: str = ""  # why the setup is there, under its heading (markdown)
@@ -128,7 +129,8 @@ class Setup:
         fields = {k: getattr(self, k) for k in ("model", "env_id", "kwargs", "max_turns",
                                                 "expert_episodes", "sft_epochs", "sft_lr",
                                                 "sft_batch", "history_length", "max_tokens")}
-        return "sft-" + _hash({**fields, **self._extra()})
+        return "sft-" + _hash({**fields, **self._extra(),
+                               **({"arm": self.arm} if self.arm else {})})
 
 
 def _hash(data: Any) -> str:
