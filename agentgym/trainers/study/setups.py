@@ -62,7 +62,8 @@ SETUPS["swe_editor"] = replace(
 # Sokoban's arm at four times the steps, GRPO against GiGPO only, with the same tasks per
 # step, groups, learning rate and seeds; its evaluation every 8 steps puts the 8-step budget
 # on the same curves. Its warm start is the same recipe trained again: the env's own, made
-# again from its record's key on another machine and later code, did not come out the same
+# again from its record's key on another machine and later code (SFT batches whole episodes
+# now), did not come out the same
 SETUPS["sokoban_4x"] = replace(
     SETUPS["sokoban"], steps=4 * SETUPS["sokoban"].steps, estimators=("grpo", "gigpo"),
     label="4x the steps", arm="4x",
@@ -73,8 +74,9 @@ SETUPS["sokoban_4x"] = replace(
           "trained again, on the machine that ran the arm: the section above's, made again on "
           "it, came out with another loss curve (1.90 against 2.07 nats a completion over "
           "the first 32 steps, 0.73 against 1.00 over the last) and 38% "
-          "greedy tuning-seed success against 21%, so it is not the table above's warm start, "
-          "and the arm measures its own. It was run once a run cost about a third of what it "
+          "greedy tuning-seed success against 21% (its batches are others: SFT now shuffles "
+          "whole episodes and keeps their steps together, where it shuffled steps), so it is "
+          "not the table above's warm start, and the arm measures its own. It was run once a run cost about a third of what it "
           "did when the study began (docs/benchmarks.md, the Sokoban step split).")
 
 # warm starts the study moved away from, per env: their SFT key and what set them apart;
