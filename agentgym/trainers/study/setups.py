@@ -76,8 +76,9 @@ SETUPS["sokoban_4x"] = replace(
           "the first 32 steps, 0.73 against 1.00 over the last) and 38% "
           "greedy tuning-seed success against 21% (its batches are others: SFT now shuffles "
           "whole episodes and keeps their steps together, where it shuffled steps), so it is "
-          "not the table above's warm start, and the arm measures its own. It was run once a run cost about a third of what it "
-          "did when the study began (docs/benchmarks.md, the Sokoban step split).")
+          "not the table above's warm start, and the arm measures its own. It was run once a "
+          "run cost about a third of what it did when the study began (docs/benchmarks.md, "
+          "the Sokoban step split).")
 
 # warm starts the study moved away from, per env: their SFT key and what set them apart;
 # their records stay, and the page lists them
