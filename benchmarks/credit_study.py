@@ -5,7 +5,8 @@
     python benchmarks/credit_study.py --report        # only rewrite docs/learning.md
     python benchmarks/credit_study.py --scale         # GPU: bigger groups, vLLM-free budget x4
 
-Units, per env (Sokoban, TextArena FrozenLake; then SWE for G-RA), in order:
+Units, per env (Sokoban, its arm at 4x the steps, TextArena FrozenLake; then SWE for
+G-RA), in order:
 
 1. ``demos``: expert episodes on training seeds (``agentgym rollout ENV --policy expert``);
 2. ``sft``: ``agentgym sft`` of SmolLM2 on them; its evaluation uses *tuning* seeds
