@@ -59,11 +59,7 @@ SETUPS["swe_editor"] = replace(
           "not show what the accumulations do once patches are made; the RL budget is the "
           "same.")
 
-# Sokoban's arm at four times the steps, GRPO against GiGPO only, with the same tasks per
-# step, groups, learning rate and seeds; its evaluation every 8 steps puts the 8-step budget
-# on the same curves. Its warm start is the same recipe trained again: the env's own, made
-# again from its record's key on another machine and later code (SFT batches whole episodes
-# now), did not come out the same
+# Sokoban's arm at four times the steps; its ``about`` says why it has a warm start of its own
 SETUPS["sokoban_4x"] = replace(
     SETUPS["sokoban"], steps=4 * SETUPS["sokoban"].steps, estimators=("grpo", "gigpo"),
     label="4x the steps", arm="4x",
