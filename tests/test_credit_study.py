@@ -13,6 +13,7 @@ from agentgym.trainers.study import run
 from agentgym.trainers.study.accumulation import accumulation_lines, accumulation_summary
 from agentgym.trainers.study.page import (
     across_line,
+    curve_lines,
     divergence_line,
     machines_line,
     reading_line,
@@ -332,6 +333,26 @@ def test_a_regenerated_unit_is_compared_with_its_record_as_stored():
                                    "wall_seconds": 9.0}) == {}
     assert record_changes(record, {"top_action": ("up", 0.26), "success": 0.25}) == {
         "success": (0.2, 0.25)}
+
+
+def test_curves_evaluated_between_the_ends_are_tabled_by_step(tmp_path):
+    """The 4x arm evaluates every 8 of its 32 steps: its page reads the 8-step budget off the
+    same runs (mean ± 95% over seeds at each point); runs evaluated only at both ends do not
+    get the table."""
+    setup = SETUPS["sokoban_4x"]
+    rl = [u for u in units(setup, tmp_path) if u.kind == "rl"]
+    assert [(u.variant, u.seed) for u in rl[:3]] == [("grpo", 0), ("gigpo", 0), ("grpo", 1)]
+    for unit, ends in zip(rl[:3], ((0.25, 0.5), (0.25, 0.25), (0.25, 0.75)), strict=True):
+        unit.record.parent.mkdir(parents=True, exist_ok=True)
+        curve = [[0, ends[0]], [8, ends[1]], [16, ends[1]], [24, ends[1]], [32, ends[1]]]
+        unit.record.write_text(json.dumps({"curve": curve}))
+    lines = curve_lines(setup, rl[:3])
+    assert lines[2] == "| run | seeds | step 0 | step 8 | step 16 | step 24 | step 32 |"
+    assert lines[4].startswith("| grpo | 2 | 25.0% ± 0.0% | 62.5% ± 158.8% |")
+    assert lines[5].startswith("| gigpo | 1 | 25.0% ± 0.0% | 25.0% ± 0.0% |")
+    for unit in rl[:3]:
+        unit.record.write_text(json.dumps({"curve": [[0, 0.25], [32, 0.5]]}))
+    assert curve_lines(setup, rl[:3]) == []
 
 
 def test_runs_from_two_machines_are_named_by_machine(tmp_path):

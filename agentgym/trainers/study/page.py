@@ -281,6 +281,26 @@ def divergence_line(s: Setup, done: list[Unit]) -> str:
     return line
 
 
+def curve_lines(s: Setup, done: list[Unit]) -> list[str]:
+    """Held-out success at each evaluation along the runs, mean ± 95% over seeds.
+
+    Only where the runs evaluated between their first and last step: then a shorter budget
+    reads off the same curves (the trainer's own draw at each point).
+    """
+    curves = {v: [dict(r["curve"]) for r in _results(done, v)] for v in variants(s)}
+    every = [c for cs in curves.values() for c in cs]
+    steps = sorted(set.intersection(*(set(c) for c in every))) if every else []
+    if len(steps) < 3:
+        return []
+    rows = [f"| {v} | {len(cs)} | " + " | ".join(
+        "{:.1%} ± {:.1%}".format(*interval([c[k] for c in cs])) for k in steps) + " |"
+        for v, cs in curves.items() if cs]
+    return [f"Along the curves: held-out success at each evaluation (the trainer's draw, "
+            f"{s.eval_seeds} held-out seeds; mean ± 95% over seeds), by RL step.", "",
+            "| run | seeds | " + " | ".join(f"step {k}" for k in steps) + " |",
+            "|---|---|" + "---|" * len(steps), *rows]
+
+
 def machines_line(done: list[Unit]) -> str:
     """Which machine ran which runs, where more than one did.
 

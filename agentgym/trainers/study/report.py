@@ -17,6 +17,7 @@ from agentgym.trainers.study.accumulation import (
 from agentgym.trainers.study.findings import AGENT_JOB, FUNCTION_CALLING
 from agentgym.trainers.study.page import (
     across_line,
+    curve_lines,
     divergence_line,
     finer_line,
     machines_line,
@@ -170,8 +171,9 @@ def rl_lines(s: Setup, all_units: list[Unit], out: Path, suffix: str) -> list[st
     base = next((u.result() for u in all_units if u.kind == "baseline" and u.done), None)
     if done:
         lines += rl_table(s, done, finer)
-        machines = machines_line(done)
+        machines, curves = machines_line(done), curve_lines(s, done)
         lines += ["", machines] if machines else []
+        lines += ["", *curves] if curves else []
         lines += ["", resolution_line(s, done)]
         if base is not None:
             lines += ["", finer_line(s, base)]
