@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentgym.reward_presets import get_reward_preset
-from agentgym.trainers.study.page import interval, variants
+from agentgym.trainers.study.page import interval, points, variants
 from agentgym.trainers.study.units import SWE_RATES, Setup, Unit
 
 # (record key, column heading) of the accumulated-reward table, one cell per training step
@@ -133,7 +133,7 @@ def accumulation_summary(s: Setup, done: list[Unit]) -> str:
                 x for u in done for x in u.result().get(rate) or [])):
             continue
         parts.append(rate.split("_")[0] + " " + ", ".join(
-            f"{v} {100 * m:+.1f}" + (f" ± {100 * w:.1f} ({n} seeds)" if n > 1 else " (1 seed)")
+            f"{v} {points(m)}" + (f" ± {100 * w:.1f} ({n} seeds)" if n > 1 else " (1 seed)")
             for v, (m, w, n) in changes.items()))
     if not parts:
         return ""

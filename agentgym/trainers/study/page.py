@@ -27,6 +27,11 @@ def interval(values: list[float]) -> tuple[float, float]:
     return seed_t_interval(values)
 
 
+def points(change: float) -> str:
+    """A change of success in signed points, one decimal: +0.0 where it rounds to nothing."""
+    return f"{round(100 * change, 1) + 0.0:+.1f}"
+
+
 def sft_where(s: Setup) -> str:
     """Which seeds judge the setup's warm start: held-out where RL does not wait on a band."""
     return "held-out" if s.band is None else "tuning-seed"
@@ -208,11 +213,11 @@ def reading_line(s: Setup, done: list[Unit], finer: dict[tuple[str, int], dict[s
     use_finer = _covered(done, finer, base)
     changes, moved, spread = [], [], []
     for variant, change, width, n, beyond in _changes(s, done, finer, base):
-        changes.append(f"{variant} {100 * change:+.1f} ({n} seed{'s' * (n > 1)})")
+        changes.append(f"{variant} {points(change)} ({n} seed{'s' * (n > 1)})")
         if beyond:
             moved.append(variant)
             if n > 1 and abs(change) <= width:
-                spread.append(f"{variant} ({100 * change:+.1f} ± {100 * width:.1f})")
+                spread.append(f"{variant} ({points(change)} ± {100 * width:.1f})")
     signal = _signal(s, done)
     episodes = s.steps * s.tasks_per_step * s.group_size
     line = (f"**Reading so far** ({len(done)} runs of {episodes} training episodes each): "
@@ -452,7 +457,7 @@ def across_line(envs: list[tuple[Setup, list[Unit], list[Unit],
     moved, noisy, within = [], [], []
     for s, done, _, finer, base, _ in envs:
         for variant, change, width, n, beyond in _changes(s, done, finer, base):
-            name = f"{s.title} {variant} {100 * change:+.1f}"
+            name = f"{s.title} {variant} {points(change)}"
             if not beyond:
                 within.append(name)
             else:
