@@ -16,6 +16,7 @@ from agentgym.trainers.study.page import (
     curve_lines,
     divergence_line,
     machines_line,
+    points,
     reading_line,
     resolution_line,
     verdict_line,
@@ -353,6 +354,12 @@ def test_curves_evaluated_between_the_ends_are_tabled_by_step(tmp_path):
     for unit in rl[:3]:
         unit.record.write_text(json.dumps({"curve": [[0, 0.25], [32, 0.5]]}))
     assert curve_lines(setup, rl[:3]) == []
+
+
+def test_a_change_that_rounds_to_nothing_is_plus_zero():
+    """A mean equal to the warm start's up to float rounding reads +0.0, never -0.0."""
+    assert f"{-1e-9:+.1f}" == "-0.0" and points(-1e-9) == "+0.0"
+    assert points(-0.0104) == "-1.0" and points(0.007) == "+0.7"
 
 
 def test_runs_from_two_machines_are_named_by_machine(tmp_path):

@@ -171,8 +171,9 @@ def rl_lines(s: Setup, all_units: list[Unit], out: Path, suffix: str) -> list[st
     base = next((u.result() for u in all_units if u.kind == "baseline" and u.done), None)
     if done:
         lines += rl_table(s, done, finer)
-        machines, curves = machines_line(done), curve_lines(s, done)
+        machines = machines_line(done)
         lines += ["", machines] if machines else []
+        curves = curve_lines(s, done)
         lines += ["", *curves] if curves else []
         lines += ["", resolution_line(s, done)]
         if base is not None:
