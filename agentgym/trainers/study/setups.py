@@ -74,7 +74,7 @@ SETUPS["sokoban_4x"] = replace(
           "whole episodes and keeps their steps together, where it shuffled steps), so it is "
           "not the table above's warm start, and the arm measures its own. It was run once a "
           "step cost less than half of what it did when the study began (docs/benchmarks.md, "
-          "the Sokoban step split): 40-50 s of training a step on an Intel Xeon with AMX "
+          "the Sokoban step split): 31-50 s of training a step on an Intel Xeon with AMX "
           "against 114 s for the table above's GRPO seed 0 on an AMD EPYC.")
 
 # warm starts the study moved away from, per env: their SFT key and what set them apart;
