@@ -14,6 +14,9 @@ command -v java >/dev/null || need+=(default-jre-headless)
 # tcmalloc, which the commands that train or generate and vLLM's engine preload when the
 # system has it (agentgym/memory.py; tests/test_memory.py fails without it here).
 ldconfig -p | grep -q libtcmalloc_minimal || need+=(libtcmalloc-minimal4)
+# cmake and a C++ compiler to build llama.cpp's server for the llama.cpp backend.
+command -v cmake >/dev/null || need+=(cmake)
+command -v c++ >/dev/null || need+=(g++)
 if ((${#need[@]})); then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
@@ -37,6 +40,10 @@ if grep -qwE 'avx2|avx512f' /proc/cpuinfo; then
 else
     echo "vLLM's CPU build needs AVX2 or AVX-512, which this processor lacks: the vllm tests skip"
 fi
+# llama.cpp's server for the llama.cpp backend's tests (about five minutes on two cores; a
+# no-op when this version is built already): here a llama.cpp test that skips is a failure.
+bash scripts/build_llama_server.sh
+export AGENTGYM_REQUIRE_LLAMA_SERVER=1
 ruff check .
 # pyright (basic mode, on agentgym/) runs beside the tests on one core, its report printed and
 # its verdict counted after them: a minute or two less than running it first.

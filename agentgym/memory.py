@@ -63,6 +63,22 @@ def fix_mmap_threshold(threshold: int = THRESHOLD) -> bool:
     return bool(mallopt(M_MMAP_THRESHOLD, threshold))
 
 
+def release_free_memory() -> bool:
+    """Give the memory this process freed back to the system; whether the allocator could.
+
+    Before another process takes memory (a llama.cpp server starting beside the trainer):
+    tcmalloc keeps freed blocks for reuse (``MallocExtension_ReleaseFreeMemory`` returns
+    them), glibc keeps some at the top of its heap (``malloc_trim``).
+    """
+    here = ctypes.CDLL(None)
+    for name, args in (("MallocExtension_ReleaseFreeMemory", ()), ("malloc_trim", (0,))):
+        function = getattr(here, name, None)
+        if function is not None:
+            function(*args)
+            return True
+    return False
+
+
 def find_tcmalloc() -> str | None:
     """Path of a tcmalloc shared library in the system's library folders, else None."""
     for pattern in _PATTERNS:

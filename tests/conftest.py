@@ -97,3 +97,19 @@ def tiny_vllm_model_dir(tmp_path_factory, smollm2_tokenizer):
     tiny_model(tokenizer=smollm2_tokenizer, hidden_size=64, layers=1, heads=2).save_pretrained(path)
     smollm2_tokenizer.save_pretrained(path)
     return path
+
+
+@pytest.fixture(scope="session")
+def llama_server():
+    """The ``llama-server`` the llama.cpp backend runs (``scripts/build_llama_server.sh``).
+
+    Skips without one; fails instead under ``AGENTGYM_REQUIRE_LLAMA_SERVER=1`` (CI builds it).
+    """
+    from agentgym.policies.llamacpp import LlamaServerMissingError, server_binary
+
+    try:
+        return server_binary()
+    except LlamaServerMissingError as exc:
+        if os.environ.get("AGENTGYM_REQUIRE_LLAMA_SERVER") == "1":
+            pytest.fail(str(exc))
+        pytest.skip(str(exc))

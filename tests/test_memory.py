@@ -130,3 +130,34 @@ def test_a_real_restart_runs_under_tcmalloc_and_its_children_do_not():
     off = subprocess.run([sys.executable, "-c", PROBE, "rollout"], capture_output=True, text=True,
                          env={**env, "AGENTGYM_TCMALLOC": "0"}, timeout=120)
     assert json.loads(off.stdout)["loaded"] is False
+
+
+RELEASE = """
+import json, numpy as np
+from agentgym import memory
+from agentgym.memory import release_free_memory
+blocks = [np.ones(1 << 12) for _ in range(32000)]  # 1 GB in 32 KiB blocks (glibc: its heap)
+def rss():
+    return int(open("/proc/self/statm").read().split()[1]) * 4096
+del blocks
+held = rss()
+print(json.dumps({"tcmalloc": memory.tcmalloc_loaded(), "released": release_free_memory(),
+                  "before": held, "after": rss()}))
+"""
+
+
+@pytest.mark.parametrize("allocator", ["tcmalloc", "glibc"])
+def test_freed_memory_goes_back_to_the_system(allocator):
+    path = memory.find_tcmalloc()
+    if allocator == "tcmalloc" and path is None:
+        if os.environ.get("AGENTGYM_REQUIRE_EXTRAS") == "1":
+            pytest.fail("CI installs libtcmalloc-minimal4 (.ci/test.sh)")
+        pytest.skip("no tcmalloc here (Debian: apt-get install libtcmalloc-minimal4)")
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    if allocator == "tcmalloc":
+        env["LD_PRELOAD"] = str(path)
+    out = subprocess.run([sys.executable, "-c", RELEASE], capture_output=True, text=True,
+                         env=env, timeout=120)
+    seen = json.loads(out.stdout)
+    assert seen["tcmalloc"] is (allocator == "tcmalloc") and seen["released"] is True
+    assert seen["before"] > 0.9e9 and seen["after"] < seen["before"] - 0.8e9, seen

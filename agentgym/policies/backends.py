@@ -164,6 +164,15 @@ def _vllm(target: str, o: BackendOptions) -> Policy:
                       max_num_seqs=o.max_batch_size)
 
 
+def _llamacpp(target: str, o: BackendOptions) -> Policy:
+    from agentgym.policies.llamacpp import LlamaCppPolicy
+    from agentgym.policies.models import embedded_model_dir
+
+    folder = str(embedded_model_dir()) if target in ("smollm2", "embedded", "") else target
+    return LlamaCppPolicy(folder, dtype=o.dtype or "float32", seed=o.seed or 0,
+                          max_num_seqs=min(o.max_batch_size, 16))
+
+
 def _openai(target: str, o: BackendOptions) -> Policy:
     from agentgym.policies.openai import OpenAIPolicy
 
@@ -177,5 +186,7 @@ register_backend("hf", _transformers, target="PATH", trainable=True,
                  aliases={"smollm2": "hf:smollm2", "embedded": "hf:smollm2"})
 register_backend("vllm", _vllm, target="PATH", trainable=True,
                  summary="a local model (or smollm2) on a vLLM engine (GPU, or vLLM's CPU build)")
+register_backend("llamacpp", _llamacpp, target="PATH", trainable=True,
+                 summary="a local Llama-family model (or smollm2) on a llama.cpp server (CPU)")
 register_backend("openai", _openai, target="URL", trainable=False,
                  summary="any OpenAI-compatible server (name the model with --model)")
