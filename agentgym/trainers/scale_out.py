@@ -35,6 +35,7 @@ from agentgym.trainers.collectors import (
 )
 from agentgym.trainers.config import TrainConfig
 from agentgym.trainers.update import Learner, LocalUpdater, UpdateConfig
+from agentgym.trainers.vllm_generation import ENGINES
 
 if TYPE_CHECKING:
     from agentgym.engines.ray_engine import RayEngine
@@ -158,10 +159,10 @@ def scale_out(config: TrainConfig, state: TrainState, learner: Learner,
     leader = distributed.rank() == 0
     engine = _ray_engine(cfg) if cfg.engine == "ray" and leader else None
     generator: TrainablePolicy = policy
-    if leader and cfg.engine == "local" and cfg.model.generation == "vllm":
-        from agentgym.trainers.vllm_generation import vllm_policy
+    if leader and cfg.engine == "local" and cfg.model.generation in ENGINES:
+        from agentgym.trainers.vllm_generation import engine_policy
 
-        generator = vllm_policy(cfg)  # rollouts on the engine; weights synced after updates
+        generator = engine_policy(cfg)  # rollouts on the engine; weights synced after updates
     elif leader and (multi or (cfg.async_training.enabled and cfg.engine == "local")):
         # Rollouts (and, sharded, checkpoints) read their own copy of the weights: the
         # trained ones change under them in a background update, or are sharded.
@@ -177,7 +178,7 @@ def scale_out(config: TrainConfig, state: TrainState, learner: Learner,
         updater = LocalUpdater(learner, update_config, split_threads=(
             cfg.async_training.enabled and engine is None and learner.device.type == "cpu"))
     merge = False
-    if cfg.model.generation == "vllm" and cfg.model.lora.enabled:
+    if cfg.model.generation in ENGINES and cfg.model.lora.enabled:
         from agentgym.trainers.vllm_generation import syncs_merged
 
         merge = syncs_merged(cfg)

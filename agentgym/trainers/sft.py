@@ -55,7 +55,7 @@ from agentgym.trainers.precision import Autocast, training_precision
 from agentgym.trainers.preflight import check_model
 from agentgym.trainers.sft_config import SFTConfig, SFTOptimConfig
 from agentgym.trainers.sft_data import demonstration_samples, load_demonstrations
-from agentgym.trainers.vllm_generation import generation_state
+from agentgym.trainers.vllm_generation import ENGINES, generation_state
 
 
 def context_config(config: SFTConfig) -> ContextConfig:
@@ -196,10 +196,10 @@ class HeldOut:
                  export_step: int | None) -> None:
         self.config, self.model, self.policy = config, model, policy
         self.engine: Any = None
-        if config.model.generation == "vllm" and holds_out(config):
-            from agentgym.trainers.vllm_generation import vllm_policy
+        if config.model.generation in ENGINES and holds_out(config):
+            from agentgym.trainers.vllm_generation import engine_policy
 
-            self.engine = vllm_policy(config)
+            self.engine = engine_policy(config)
         self.export_step = export_step
         self.key = evaluation_key(config, self.engine.tokenizer) \
             if self.engine is not None else None
@@ -212,6 +212,9 @@ class HeldOut:
         weights = generation_state(self.config, self.model)
         await self.engine.update_weights(weights, version=self.policy.policy_version)
         out = await evaluate_held_out(self.config, self.engine, step=step)
+        suspend = getattr(self.engine, "suspend", None)
+        if suspend is not None:
+            await suspend()  # a llama.cpp server gives its memory to the training steps
         outcomes = heldout.read_outcomes(self.config.run_dir, step)
         if self.key is not None and step == self.export_step and outcomes is not None:
             self.record = Record(self.key, weights_digest(weights),

@@ -61,6 +61,10 @@ class UpdateConfig:
     """Run no forward pass for samples whose advantages are all 0 when nothing else in the
     loss reads them (no KL, no entropy bonus); they stay in the normalizers, so the loss is
     the same as without the skip."""
+    recompute_missing: bool = False
+    """Score π_old in the update for the samples whose generator left some behaviour
+    log-prob out (a llama.cpp server gives none to a token that ends inside a multi-byte
+    character); only on-policy, where the weights now are the weights that sampled."""
 
     @property
     def recomputes_old_logprobs(self) -> bool:
@@ -78,8 +82,10 @@ class UpdateConfig:
         """The update settings of a training config."""
         longest = max([config.rollout.max_tokens,  # a mix's entries may allow more
                        *(e.max_tokens for e in config.envs if e.max_tokens is not None)])
+        on_policy = not (config.async_training.enabled or config.rollout.april.enabled)
         return cls(config.optim, config.loss, config.rollout.temperature, config.seed,
-                   config.loss.max_completion_tokens or longest)
+                   config.loss.max_completion_tokens or longest,
+                   recompute_missing=on_policy and config.model.generation == "llamacpp")
 
 
 @dataclass
@@ -194,6 +200,12 @@ def ppo_update(learner: Learner, samples: Sequence[Sample], config: UpdateConfig
         read = [i for i, s in enumerate(samples)
                 if not config.skips_zero_advantage or s.advantages.any()]
         fresh = sharding.recompute(learner, [samples[i] for i in read], config)
+        for i, s in zip(read, fresh, strict=True):
+            samples[i] = s
+    elif config.recompute_missing:  # π_old where the generator gave none
+        read = [i for i, s in enumerate(samples) if np.isnan(s.completion_logprobs).any()
+                and (not config.skips_zero_advantage or s.advantages.any())]
+        fresh = sharding.recompute(learner, [samples[i] for i in read], config) if read else []
         for i, s in zip(read, fresh, strict=True):
             samples[i] = s
     optim, params = config.optim, learner.parameters()

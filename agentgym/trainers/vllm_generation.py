@@ -12,6 +12,10 @@ from the start.
 
 vLLM's log-probs differ slightly from the trainer's (kernels, summation order): see
 ``loss.rollout_correction`` (TIS/MIS) for the correction.
+
+``model.generation: llamacpp`` takes the same path with a
+:class:`~agentgym.policies.llamacpp.LlamaCppPolicy` (a llama.cpp server, sent the full
+weights, LoRA merged in): :func:`engine_policy` builds whichever the config names.
 """
 
 from __future__ import annotations
@@ -21,6 +25,10 @@ from typing import Any
 
 from agentgym.errors import ConfigError
 from agentgym.trainers.config import TrainConfig
+
+ENGINES = ("vllm", "llamacpp")
+"""``model.generation`` values whose generator holds its own copy of the weights, in
+another process, and is sent them after every update."""
 
 
 def engine_folder(config: TrainConfig) -> str:
@@ -41,6 +49,8 @@ def engine_folder(config: TrainConfig) -> str:
 def syncs_merged(config: TrainConfig) -> bool:
     """Whether a LoRA run sends vLLM full weights with the adapters merged in."""
     mode = config.model.vllm_lora_sync
+    if config.model.generation == "llamacpp":
+        return True  # a llama.cpp server takes full weights only
     if mode == "auto":
         return config.model.device == "cpu"
     return mode == "merged"
@@ -59,6 +69,21 @@ def generation_state(config: TrainConfig, model: Any) -> dict[str, Any]:
     from agentgym.trainers.checkpoint import trainable_state
 
     return trainable_state(model)
+
+
+def engine_policy(config: TrainConfig) -> Any:
+    """The run's generator for ``model.generation`` in :data:`ENGINES`."""
+    if config.model.generation != "llamacpp":
+        return vllm_policy(config)
+    from agentgym.policies.llamacpp import LlamaCppPolicy
+
+    if config.model.device != "cpu":
+        raise ConfigError(f"model.generation=llamacpp runs on the CPU, got "
+                          f"model.device={config.model.device!r}")
+    m = config.model
+    return LlamaCppPolicy(engine_folder(config), dtype=m.vllm_dtype or m.dtype,
+                          seed=config.seed, max_num_seqs=m.llamacpp_slots,
+                          slot_tokens=m.llamacpp_slot_tokens)
 
 
 def vllm_policy(config: TrainConfig) -> Any:

@@ -21,6 +21,7 @@ METHODS = {  # the switch that turns each built-in method on
 COLLECTORS = {
     "embedded": [],
     "vllm": ["model.generation=vllm"],
+    "llamacpp": ["model.generation=llamacpp"],
     "ray": ["engine=ray"],
     "ahead": ["async_training.enabled=true"],
     "april": ["rollout.april.enabled=true"],

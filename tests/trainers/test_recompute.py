@@ -73,3 +73,38 @@ def test_the_recompute_scores_only_the_samples_the_loss_reads():
     metrics = ppo_update(learner, samples, config, step=1, sharding=Spy())
     assert seen == [[s.traj_id for i, s in enumerate(samples) if i not in zero]]
     assert np.isfinite(metrics["loss"]) and metrics["ratio_mean"] == pytest.approx(1.0, abs=0.05)
+
+
+def test_only_samples_missing_a_behaviour_log_prob_are_scored_when_the_generator_left_one_out():
+    """``recompute_missing`` (llama.cpp generation, on-policy): the update scores π_old of the
+    samples with a NaN among their trained tokens' log-probs, and no other; without it the
+    loss refuses them."""
+    from agentgym.trainers.batching import TrainingDataError
+    from agentgym.trainers.config import LossConfig, OptimConfig
+    from agentgym.trainers.update import ONE_PROCESS, Learner, UpdateConfig, ppo_update
+
+    from .test_packing import group_samples, tiny_llama
+
+    samples = group_samples(np.random.default_rng(3), "a")
+    s = samples[1]
+    lacking = list(s.completion_logprobs)
+    lacking[len(lacking) // 2] = float("nan")  # one token ended inside a character
+    samples[1] = Sample(s.traj_id, s.group_id, s.step_index, s.input_ids, s.prompt_len,
+                        s.advantage or 1.0, tuple(lacking))
+    seen = []
+
+    class Spy(type(ONE_PROCESS)):
+        def recompute(self, learner, batch, config):
+            seen.append([x.traj_id for x in batch])
+            return super().recompute(learner, batch, config)
+
+    model = tiny_llama()
+    learner = Learner(model, torch.optim.SGD(model.parameters(), lr=0.1), None,
+                      torch.device("cpu"), 0)
+    optim = OptimConfig(max_tokens_per_micro_batch=10_000)
+    config = UpdateConfig(optim, LossConfig(), temperature=1.0, seed=0, recompute_missing=True)
+    metrics = ppo_update(learner, samples, config, step=1, sharding=Spy())
+    assert seen == [[samples[1].traj_id]] and np.isfinite(metrics["loss"])
+    with pytest.raises(TrainingDataError, match="recompute"):
+        ppo_update(learner, samples, UpdateConfig(optim, LossConfig(), temperature=1.0,
+                                                  seed=0), step=2, sharding=Spy())

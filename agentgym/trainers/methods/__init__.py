@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 COLLECTORS: dict[str, str] = {
     "embedded": "the embedded loop (engine=local, model.generation=transformers)",
     "vllm": "model.generation=vllm",
+    "llamacpp": "model.generation=llamacpp",
     "ray": "engine=ray",
     "ahead": "async_training.enabled=true",
     "april": "rollout.april.enabled=true",
@@ -53,6 +54,7 @@ COLLECTORS: dict[str, str] = {
 def collector_traits(config: TrainConfig) -> frozenset[str]:
     """The :data:`COLLECTORS` a config's rollouts go through."""
     on = {"vllm": config.engine == "local" and config.model.generation == "vllm",
+          "llamacpp": config.engine == "local" and config.model.generation == "llamacpp",
           "ray": config.engine == "ray", "ahead": config.async_training.enabled,
           "april": config.rollout.april.enabled}
     return frozenset(k for k, yes in on.items() if yes) or frozenset({"embedded"})

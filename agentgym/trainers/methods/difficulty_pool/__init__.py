@@ -136,5 +136,5 @@ def build(ctx: MethodContext) -> Hooks:
 
 
 register_method("difficulty_pool", build=build, options=DifficultyPoolOptions, order=99,
-                check=check, collectors=frozenset({"embedded", "vllm", "ray"}),
+                check=check, collectors=frozenset({"embedded", "vllm", "llamacpp", "ray"}),
                 summary="a curriculum of easy / medium / hard task pools (prime-rl)")

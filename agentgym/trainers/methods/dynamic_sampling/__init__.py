@@ -79,5 +79,5 @@ def build(ctx: MethodContext) -> Hooks:
 
 
 register_method("dynamic_sampling", build=build, options=DynamicSamplingOptions, order=5,
-                collectors=frozenset({"embedded", "vllm", "ray"}),
+                collectors=frozenset({"embedded", "vllm", "llamacpp", "ray"}),
                 summary="DAPO's dynamic sampling: degenerate groups replaced by fresh ones")

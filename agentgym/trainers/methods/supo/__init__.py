@@ -62,5 +62,5 @@ def active(config: TrainConfig) -> bool:
 # Its summary turns are taken by the agent in this process (or on its vLLM engine); Ray's
 # workers and the off-policy collectors run episodes without them.
 register_method("supo", build=build, check=check, order=40, active=active,
-                collectors=frozenset({"embedded", "vllm"}),
+                collectors=frozenset({"embedded", "vllm", "llamacpp"}),
                 summary="SUPO: a sequence per working context (rollout.context=summarize)")
