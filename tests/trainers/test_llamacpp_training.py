@@ -17,18 +17,22 @@ from test_agent_job import cli, rows
 pytestmark = pytest.mark.slow
 
 
-def servers() -> list[str]:
-    out = subprocess.run(["pgrep", "-f", "llama-server --model"], capture_output=True,
-                         text=True).stdout
+def servers(scratch) -> list[str]:
+    """The llama-servers serving a GGUF under ``scratch`` (this test's own, whatever else runs)."""
+    out = subprocess.run(["pgrep", "-f", f"llama-server --model {scratch}"],
+                         capture_output=True, text=True).stdout
     return out.split()
 
 
-def test_sft_then_grpo_generate_on_a_llama_server(llama_server, tmp_path, tiny_vllm_model_dir):
+def test_sft_then_grpo_generate_on_a_llama_server(llama_server, tmp_path, tiny_vllm_model_dir,
+                                                  monkeypatch):
     pytest.importorskip("torch")
+    scratch = tmp_path / "scratch"  # where the runs' policies write their GGUF
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
     demos, sft_dir, rl_dir = tmp_path / "expert.jsonl", tmp_path / "sft", tmp_path / "rl"
     cli(["rollout", "agentgym/Calendar-v0", "--policy", "expert", "--episodes", "4",
          "--seed", "100000", "--kw", "split=train", "--out", str(demos)])
-    before = servers()
     engine = ["model.generation=llamacpp", "model.llamacpp_slots=4",
               "model.llamacpp_slot_tokens=1024", "env.eval_seeds=4", "tensorboard=false"]
     sft_out = cli(["sft", "examples/sft_agent_calendar.yaml", f"run_dir={sft_dir}",
@@ -51,5 +55,5 @@ def test_sft_then_grpo_generate_on_a_llama_server(llama_server, tmp_path, tiny_v
     assert all(r["error_rate"] == 0 for r in steps)
     assert rl_rows[0].get("eval/recorded") == 1.0  # the SFT's own evaluation, taken over
     assert "heldout/gain" in rl_rows[-1]
-    assert servers() == before  # every server the runs started has stopped
+    assert servers(scratch) == []  # every server the runs started has stopped
     assert "Unclosed" not in sft_out + rl_out  # and every connection to them closed
