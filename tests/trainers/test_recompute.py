@@ -47,9 +47,9 @@ def test_the_recompute_scores_only_the_samples_the_loss_reads():
     """A sample whose advantages are all 0 runs no forward pass, so its π_old (here NaN: not
     recorded) is neither read nor recomputed; the others' are, in the update's precision."""
     from agentgym.trainers.config import LossConfig, OptimConfig
-    from agentgym.trainers.update import ONE_PROCESS, Learner, UpdateConfig, ppo_update
+    from agentgym.trainers.update import UpdateConfig, ppo_update
 
-    from .test_packing import group_samples, tiny_llama
+    from .test_packing import group_samples
 
     rng = np.random.default_rng(2)
     samples = group_samples(rng, "a")
@@ -58,19 +58,10 @@ def test_the_recompute_scores_only_the_samples_the_loss_reads():
         s = samples[i]
         samples[i] = Sample(s.traj_id, s.group_id, s.step_index, s.input_ids, s.prompt_len, 0.0,
                             (float("nan"),) * (s.length - s.prompt_len))
-    seen = []
-
-    class Spy(type(ONE_PROCESS)):
-        def recompute(self, learner, batch, config):
-            seen.append([s.traj_id for s in batch])
-            return super().recompute(learner, batch, config)
-
-    model = tiny_llama()
-    learner = Learner(model, torch.optim.SGD(model.parameters(), lr=0.1), None,
-                      torch.device("cpu"), 0)
+    seen, learner = [], tiny_learner()
     config = UpdateConfig(OptimConfig(autocast="bfloat16", max_tokens_per_micro_batch=10_000),
                           LossConfig(), temperature=1.0, seed=0)
-    metrics = ppo_update(learner, samples, config, step=1, sharding=Spy())
+    metrics = ppo_update(learner, samples, config, step=1, sharding=recording(seen))
     assert seen == [[s.traj_id for i, s in enumerate(samples) if i not in zero]]
     assert np.isfinite(metrics["loss"]) and metrics["ratio_mean"] == pytest.approx(1.0, abs=0.05)
 
@@ -81,9 +72,9 @@ def test_only_samples_missing_a_behaviour_log_prob_are_scored_when_the_generator
     loss refuses them."""
     from agentgym.trainers.batching import TrainingDataError
     from agentgym.trainers.config import LossConfig, OptimConfig
-    from agentgym.trainers.update import ONE_PROCESS, Learner, UpdateConfig, ppo_update
+    from agentgym.trainers.update import UpdateConfig, ppo_update
 
-    from .test_packing import group_samples, tiny_llama
+    from .test_packing import group_samples
 
     samples = group_samples(np.random.default_rng(3), "a")
     s = samples[1]
@@ -91,20 +82,33 @@ def test_only_samples_missing_a_behaviour_log_prob_are_scored_when_the_generator
     lacking[len(lacking) // 2] = float("nan")  # one token ended inside a character
     samples[1] = Sample(s.traj_id, s.group_id, s.step_index, s.input_ids, s.prompt_len,
                         s.advantage or 1.0, tuple(lacking))
-    seen = []
-
-    class Spy(type(ONE_PROCESS)):
-        def recompute(self, learner, batch, config):
-            seen.append([x.traj_id for x in batch])
-            return super().recompute(learner, batch, config)
-
-    model = tiny_llama()
-    learner = Learner(model, torch.optim.SGD(model.parameters(), lr=0.1), None,
-                      torch.device("cpu"), 0)
+    seen, learner = [], tiny_learner()
     optim = OptimConfig(max_tokens_per_micro_batch=10_000)
     config = UpdateConfig(optim, LossConfig(), temperature=1.0, seed=0, recompute_missing=True)
-    metrics = ppo_update(learner, samples, config, step=1, sharding=Spy())
+    metrics = ppo_update(learner, samples, config, step=1, sharding=recording(seen))
     assert seen == [[samples[1].traj_id]] and np.isfinite(metrics["loss"])
     with pytest.raises(TrainingDataError, match="recompute"):
         ppo_update(learner, samples, UpdateConfig(optim, LossConfig(), temperature=1.0,
-                                                  seed=0), step=2, sharding=Spy())
+                                                  seed=0), step=2, sharding=recording([]))
+
+
+def recording(seen):
+    """The one-process update, noting which samples' π_old each recompute scores."""
+    from agentgym.trainers.update import ONE_PROCESS
+
+    class Recording(type(ONE_PROCESS)):
+        def recompute(self, learner, batch, config):
+            seen.append([s.traj_id for s in batch])
+            return super().recompute(learner, batch, config)
+
+    return Recording()
+
+
+def tiny_learner():
+    from agentgym.trainers.update import Learner
+
+    from .test_packing import tiny_llama
+
+    model = tiny_llama()
+    return Learner(model, torch.optim.SGD(model.parameters(), lr=0.1), None,
+                   torch.device("cpu"), 0)
