@@ -41,6 +41,7 @@ from agentgym.errors import AgentGymError, ConfigError
 from agentgym.memory import release_free_memory
 from agentgym.policies.base import Completion, GenerationRequest, SamplingParams
 from agentgym.policies.gguf_export import folder_tensors, read_config, write_gguf
+from agentgym.policies.models import cache_root, load_tokenizer
 from agentgym.prompting import render_prompt
 
 SERVER_ENV = "AGENTGYM_LLAMA_SERVER"
@@ -57,8 +58,6 @@ def server_binary() -> Path:
     Raises:
         LlamaServerMissingError: None of them exists.
     """
-    from agentgym.policies.models import cache_root
-
     named = os.environ.get(SERVER_ENV)
     candidates = [Path(named)] if named else []
     candidates.append(cache_root() / "llama.cpp" / "bin" / "llama-server")
@@ -111,7 +110,7 @@ class LlamaCppPolicy:
         self.seed = seed
         self.threads = threads or os.cpu_count() or 1
         self.startup_timeout = startup_timeout
-        self.tokenizer = _load_tokenizer(model)
+        self.tokenizer = load_tokenizer(model)
         self.policy_version = 0
         self._scratch = Path(tempfile.mkdtemp(prefix="agentgym-llamacpp-"))
         self._weights = write_gguf(model, folder_tensors(model), self._scratch / "model.gguf",
@@ -338,11 +337,3 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def _load_tokenizer(model: str) -> Any:
-    from transformers import AutoTokenizer
-
-    from agentgym.policies.models import prepare_tokenizer
-
-    return prepare_tokenizer(AutoTokenizer.from_pretrained(model, local_files_only=True))
