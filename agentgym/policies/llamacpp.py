@@ -81,9 +81,12 @@ class LlamaCppPolicy:
         dtype: Weights dtype the server computes with (``float32`` or ``float16``).
         max_num_seqs: Sequences decoded together (the server's slots); more requests wait.
         slot_tokens: Longest prompt + completion, the KV cache each slot holds.
-        kv_dtype: The KV cache's dtype (``float16`` or ``float32``).
+        kv_dtype: The KV cache's dtype (``float16`` or ``float32``; with ``float32`` the
+            log-probs equal the transformers model's to about 3e-5, at twice the memory).
         seed: Seed of requests that carry none.
         threads: Threads the server computes with (default: every core).
+        flash_attn: Use llama.cpp's fused attention kernel. Off by default: on two AVX-512
+            cores its CPU kernel was the slower one (docs/llamacpp.md, "Server settings").
         startup_timeout: Seconds a server start may take before it counts as failed.
 
     Attributes:
@@ -96,7 +99,7 @@ class LlamaCppPolicy:
 
     def __init__(self, model: str, *, dtype: str = "float32", max_num_seqs: int = 16,
                  slot_tokens: int = 2048, kv_dtype: str = "float16", seed: int = 0,
-                 threads: int | None = None,
+                 threads: int | None = None, flash_attn: bool = False,
                  startup_timeout: float = 300.0) -> None:
         read_config(model)  # refuses other architectures before anything starts
         self.binary = server_binary()
@@ -109,6 +112,7 @@ class LlamaCppPolicy:
         self.kv_type = {"float16": "f16", "float32": "f32"}[kv_dtype]
         self.seed = seed
         self.threads = threads or os.cpu_count() or 1
+        self.flash_attn = flash_attn
         self.startup_timeout = startup_timeout
         self.tokenizer = load_tokenizer(model)
         self.policy_version = 0
@@ -254,7 +258,8 @@ class LlamaCppPolicy:
                    "--threads", str(self.threads), "--threads-batch", str(self.threads),
                    "--cache-ram", "0", "--load-mode", "none", "--no-webui", "--no-warmup",
                    "--seed", str(self.seed % 2**32), "--cache-type-k", self.kv_type,
-                   "--cache-type-v", self.kv_type]
+                   "--cache-type-v", self.kv_type,
+                   "--flash-attn", "on" if self.flash_attn else "off"]
         self._process = await asyncio.to_thread(_launch, command, self._scratch / "server.log")
         url = f"http://127.0.0.1:{port}"
         if self._session is None:
