@@ -305,26 +305,29 @@ def sampled_tokens(body: Mapping[str, Any]) -> tuple[list[int], list[float]]:
     """The sampled ids and their log-probs from a ``/completion`` answer.
 
     The server reports a probability per whole character: a token that ends inside a
-    multi-byte character gets none, and its log-prob here is NaN (the trainer then needs
-    ``loss.recompute_logprobs``, and says so). The end-of-generation token it stops at is
-    not among ``tokens`` but has the last probability; the trainer needs it (the model
-    learns to stop there), so it is put back.
+    multi-byte character gets none, and its log-prob here is NaN (an on-policy update scores
+    it itself, ``UpdateConfig.recompute_missing``; an off-policy one asks for
+    ``loss.recompute_logprobs``). The end-of-generation token it stops at is not among
+    ``tokens`` but has the last probability; the trainer needs it (the model learns to stop
+    there), so it is put back.
     """
+    def logprob(entry: Mapping[str, Any]) -> float:
+        p = float(entry.get("prob", 0.0))
+        return math.log(p) if p > 0 else -math.inf
+
     tokens = [int(t) for t in body.get("tokens") or ()]
     probs = list(body.get("completion_probabilities") or ())
     logprobs, j = [], 0
     for token in tokens:
         if j < len(probs) and int(probs[j]["id"]) == token:
-            p = float(probs[j].get("prob", 0.0))
-            logprobs.append(math.log(p) if p > 0 else -math.inf)
+            logprobs.append(logprob(probs[j]))
             j += 1
         else:
             logprobs.append(math.nan)
     rest = probs[j:]
     if len(rest) == 1 and body.get("stop_type") == "eos":
         tokens.append(int(rest[0]["id"]))
-        p = float(rest[0].get("prob", 0.0))
-        logprobs.append(math.log(p) if p > 0 else -math.inf)
+        logprobs.append(logprob(rest[0]))
     elif rest:
         raise AgentGymError(f"llama-server's probabilities do not follow its {len(tokens)} "
                             f"sampled tokens ({len(rest)} left over)")
