@@ -55,9 +55,12 @@ typecheck=$!
 export AGENTGYM_REQUIRE_DOCKER=1 AGENTGYM_REQUIRE_BROWSER=1 AGENTGYM_REQUIRE_EXTRAS=1
 # Two pytest-xdist workers: the serial suite keeps about 1.3 of the 2 cores busy (its tests
 # wait on engines, browsers, containers and JVMs); tests/conftest.py keeps the vLLM tests on one
-# worker and starts the longest first.
+# worker and starts the longest first. A test that runs past 20 minutes (the whole run,
+# installs included, takes about 23) fails with every thread's stack printed instead of
+# holding the run: its worker exits and pytest-xdist starts another.
 status=0
-python -m pytest -n 2 --dist loadgroup -m "not gpu and not sweep" "$@" || status=$?
+python -m pytest -n 2 --dist loadgroup -m "not gpu and not sweep" --timeout 1200 \
+    --timeout-method thread "$@" || status=$?
 if ! wait "$typecheck"; then
     echo "type check (bash .ci/typecheck.sh) failed:"
     [ "$status" -ne 0 ] || status=1

@@ -159,14 +159,22 @@ class LocalSandbox:
 
         The process exists before asyncio has connected its pipes; cancelling the start
         would kill only ``bash`` and then wait for the pipes, which a background child keeps
-        open. So the start is let finish (it takes milliseconds), then the group dies.
+        open. So the start is let finish (it takes milliseconds), then the group dies. A
+        second cancel does not cut that wait short: a start still pending when its event loop
+        closes is cancelled there, and asyncio (3.11) then waits forever for pipes it never
+        connected. The caller re-raises the first cancel.
         """
-        await asyncio.wait({create}, timeout=10)  # not cancelled by a second cancel
-        if not create.done() or create.cancelled() or create.exception() is not None:
-            return
-        proc = create.result()
-        self._kill_group(proc.pid)
-        await asyncio.shield(_reap(proc))
+        create.add_done_callback(self._kill_started)  # whenever the start ends
+        deadline = asyncio.get_running_loop().time() + 60
+        while not create.done() and asyncio.get_running_loop().time() < deadline:
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait({create}, timeout=1)
+        if create.done() and not create.cancelled() and create.exception() is None:
+            await asyncio.shield(_reap(create.result()))
+
+    def _kill_started(self, create: asyncio.Future[asyncio.subprocess.Process]) -> None:
+        if not create.cancelled() and create.exception() is None:
+            self._kill_group(create.result().pid)
 
     async def _read_capped(self, stream: asyncio.StreamReader) -> tuple[bytes, bool]:
         kept, cut = bytearray(), False

@@ -122,6 +122,44 @@ async def test_aclose_kills_running_commands_and_is_idempotent():
         await box.exec("true")
 
 
+async def test_a_second_cancel_while_the_pipes_connect_leaves_no_start_behind():
+    """A start left pending would hang its event loop's close (asyncio cancels it there and
+    waits for pipes it never connected), so a second cancel must not cut the wait short."""
+    loop = asyncio.get_running_loop()
+    connect = loop.connect_read_pipe
+
+    async def slow_connect(*args, **kwargs):
+        await asyncio.sleep(0.6)
+        return await connect(*args, **kwargs)
+
+    box = LocalSandbox()
+    loop.connect_read_pipe = slow_connect
+    try:
+        task = asyncio.create_task(box.exec("sleep 300 & echo $! > bg.pid; wait", timeout=600))
+        pid_file = box.root / "testbed" / "bg.pid"
+        for _ in range(100):
+            await asyncio.sleep(0.02)
+            if pid_file.exists() and pid_file.read_text().strip():
+                break
+        child = int(pid_file.read_text())
+        assert not task.done()
+        task.cancel()
+        await asyncio.sleep(0.05)
+        task.cancel()  # as a caller's timeout would, while the first cancel waits
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        assert not [t for t in others if not t.done()]
+    finally:
+        del loop.connect_read_pipe
+        await box.aclose()
+    for _ in range(50):
+        if not _alive(child):
+            break
+        await asyncio.sleep(0.05)
+    assert not _alive(child)
+
+
 async def test_cancel_while_the_pipes_connect_kills_the_whole_group():
     """Cancelled while asyncio is still connecting the pipes (the process already runs)."""
     loop = asyncio.get_running_loop()
