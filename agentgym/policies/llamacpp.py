@@ -73,6 +73,28 @@ def server_binary() -> Path:
         f"set {SERVER_ENV} to one")
 
 
+def server_build(binary: Path | None = None) -> str:
+    """The server's ``--version`` line: llama.cpp's version and commit.
+
+    A record of an evaluation the server generated names it.
+
+    Raises:
+        LlamaServerMissingError: No server binary was found.
+        AgentGymError: The binary did not print its version.
+    """
+    binary = binary or server_binary()
+    try:
+        done = subprocess.run([str(binary), "--version"], capture_output=True, text=True,
+                              timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise AgentGymError(f"{binary} --version did not run: {exc}") from exc
+    for line in (done.stdout + done.stderr).splitlines():
+        if line.startswith("version:"):
+            return line.removeprefix("version:").strip()
+    raise AgentGymError(f"{binary} --version printed no version line (exit {done.returncode}); "
+                        f"rebuild it with `bash scripts/build_llama_server.sh`")
+
+
 class LlamaCppPolicy:
     """The :class:`~agentgym.policies.base.TrainablePolicy` protocol on a ``llama-server``.
 

@@ -31,7 +31,7 @@ import torch
 import agentgym
 from agentgym.files import atomic_write
 from agentgym.trainers.config import TrainConfig
-from agentgym.trainers.vllm_generation import ENGINES
+from agentgym.trainers.vllm_generation import ENGINES, llamacpp_key
 
 RECORD = "heldout.json"
 """The record's file name in a model folder."""
@@ -64,7 +64,7 @@ def evaluation_key(config: TrainConfig, tokenizer: Any) -> dict[str, Any] | None
                       "summarize": asdict(r.summarize.for_eval())},
             "episodes": {"concurrency": r.concurrency, "step_timeout": r.step_timeout,
                          "max_steps": r.max_steps},
-            "engine": {**({"llamacpp": [m.llamacpp_slots, m.llamacpp_slot_tokens]}
+            "engine": {**({"llamacpp": llamacpp_key(config)}
                           if m.generation == "llamacpp" else {}),
                        "dtype": m.vllm_dtype or m.dtype, "max_num_seqs": m.max_batch_size,
                        "kv_cache_gib": m.vllm_kv_cache_gib, "device": m.device},

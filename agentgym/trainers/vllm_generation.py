@@ -83,7 +83,24 @@ def engine_policy(config: TrainConfig) -> Any:
     m = config.model
     return LlamaCppPolicy(engine_folder(config), dtype=m.vllm_dtype or m.dtype,
                           seed=config.seed, max_num_seqs=m.llamacpp_slots,
-                          slot_tokens=m.llamacpp_slot_tokens)
+                          slot_tokens=m.llamacpp_slot_tokens, **LLAMACPP_SERVER)
+
+
+LLAMACPP_SERVER: dict[str, Any] = {"kv_dtype": "float16", "flash_attn": False}
+"""The trainer's llama.cpp server settings besides its slots (no config keys): they change
+the log-probs and, rarely, a greedy token, so :func:`llamacpp_key` names them."""
+
+
+def llamacpp_key(config: TrainConfig) -> dict[str, Any]:
+    """What a run's llama.cpp server generates with besides the weights.
+
+    Its slots, settings and build: a record of an evaluation it generated names them.
+    """
+    from agentgym.policies.llamacpp import server_build
+
+    m = config.model
+    return {"slots": m.llamacpp_slots, "slot_tokens": m.llamacpp_slot_tokens,
+            **LLAMACPP_SERVER, "build": server_build()}
 
 
 def vllm_policy(config: TrainConfig) -> Any:

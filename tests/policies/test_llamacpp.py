@@ -93,6 +93,12 @@ def test_a_missing_server_says_how_to_build_one(tmp_path, monkeypatch):
         server_binary()
 
 
+def test_the_server_names_its_build(llama_server):
+    from agentgym.policies.llamacpp import server_build
+
+    assert "commit" in server_build()
+
+
 def _requests(ids_list, **params):
     from agentgym.policies.base import GenerationRequest, SamplingParams
 

@@ -65,6 +65,27 @@ def test_only_one_env_evaluated_on_an_engine_is_recordable() -> None:
     assert evaluation_key(config, Edited()) != key
 
 
+def test_a_llama_cpp_key_names_the_servers_settings_and_build(tmp_path, monkeypatch) -> None:
+    from agentgym.trainers.heldout_record import evaluation_key
+
+    def server(version: str) -> None:  # a stand-in binary that prints a version line
+        binary = tmp_path / version / "llama-server"
+        binary.parent.mkdir()
+        binary.write_text(f"#!/bin/sh\necho 'version: {version} (build 1, commit x)' >&2\n")
+        binary.chmod(0o755)
+        monkeypatch.setenv("AGENTGYM_LLAMA_SERVER", str(binary))
+
+    server("1.0")
+    key = evaluation_key(_config(generation="llamacpp"), None)
+    assert key is not None
+    assert key["engine"]["llamacpp"] == {"slots": 16, "slot_tokens": 2048,
+                                         "kv_dtype": "float16", "flash_attn": False,
+                                         "build": "1.0 (build 1, commit x)"}
+    assert evaluation_key(_config(generation="llamacpp", llamacpp_slots=8), None) != key
+    server("2.0")  # another build can round differently: its own evaluation
+    assert evaluation_key(_config(generation="llamacpp"), None) != key
+
+
 def test_the_digest_is_of_names_and_every_byte() -> None:
     from agentgym.trainers.heldout_record import weights_digest
 

@@ -42,7 +42,8 @@ def test_sft_then_grpo_generate_on_a_llama_server(llama_server, tmp_path, tiny_v
     assert sft_rows[0]["step"] == 0 and "eval/success_rate" in sft_rows[0]
     assert "eval/success_rate" in sft_rows[-1]
     record = json.loads((sft_dir / "model" / "heldout.json").read_text())
-    assert record["key"]["engine"]["llamacpp"] == [4, 1024]
+    server = record["key"]["engine"]["llamacpp"]
+    assert (server["slots"], server["slot_tokens"], server["flash_attn"]) == (4, 1024, False)
 
     # a random model writes many tokens that end inside multi-byte characters, which the
     # server gives no log-prob: the update scores those samples' π_old itself
