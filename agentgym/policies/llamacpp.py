@@ -31,6 +31,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -282,7 +283,8 @@ class LlamaCppPolicy:
                    "--seed", str(self.seed % 2**32), "--cache-type-k", self.kv_type,
                    "--cache-type-v", self.kv_type,
                    "--flash-attn", "on" if self.flash_attn else "off"]
-        self._process = await asyncio.to_thread(_launch, command, self._scratch / "server.log")
+        # from the event loop's thread, not a worker's: the server dies with it (_launch)
+        self._process = _launch(command, self._scratch / "server.log")
         url = f"http://127.0.0.1:{port}"
         if self._session is None:
             self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None))
@@ -357,7 +359,16 @@ def sampled_tokens(body: Mapping[str, Any]) -> tuple[list[int], list[float]]:
 
 
 def _launch(command: list[str], log: Path) -> subprocess.Popen[bytes]:
-    """Start the server in a session of its own (stopped as a group), its output to ``log``."""
+    """Start the server in a session of its own (stopped as a group), its output to ``log``.
+
+    Where util-linux's ``setpriv`` is found, the kernel kills the server when the thread
+    that started it ends (``--pdeathsig``): a trainer killed outright (SIGKILL, the OOM
+    killer) runs no cleanup, and the server, in its own session, would hold its memory on.
+    ``setpriv`` execs the server, so the pid is the server's.
+    """
+    setpriv = shutil.which("setpriv") if sys.platform.startswith("linux") else None
+    if setpriv:
+        command = [setpriv, "--pdeathsig", "KILL", "--", *command]
     with open(log, "ab") as out:
         return subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)

@@ -10,6 +10,7 @@ import asyncio
 import json
 import math
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -222,6 +223,61 @@ def test_a_weight_sync_restarts_the_server_on_the_new_weights(llama_server, mode
     assert not any(abs(lp - uniform) < 1e-3 for lp in before.logprobs)
     assert stopped and back == 7 and again.policy_version == 7
     assert again.completion_ids == before.completion_ids  # the same weights, the same seed
+
+
+CHILD = """
+import asyncio, sys
+from agentgym.policies.base import GenerationRequest, SamplingParams
+from agentgym.policies.llamacpp import LlamaCppPolicy
+
+async def main():
+    policy = LlamaCppPolicy(sys.argv[1], max_num_seqs=1, slot_tokens=256)
+    request = GenerationRequest(prompt_ids=[1, 2, 3], params=SamplingParams(max_tokens=1))
+    await policy.generate([request])
+    print("ready", flush=True)
+    await asyncio.sleep(600)
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.slow
+def test_the_server_dies_with_the_process_that_started_it(llama_server, model_dir):
+    """A trainer killed outright (SIGKILL, the OOM killer) leaves no server holding memory."""
+    if shutil.which("setpriv") is None:
+        pytest.skip("util-linux's setpriv, which arms the server's parent-death signal, is missing")
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    child = subprocess.Popen([sys.executable, "-c", CHILD, str(model_dir)],
+                             stdout=subprocess.PIPE, text=True)
+    server = None
+    try:
+        line = child.stdout.readline()  # once it has answered a request
+        assert line == "ready\n", f"the child printed {line!r}"
+        [server] = [int(pid) for path in Path(f"/proc/{child.pid}/task").glob("*/children")
+                    for pid in path.read_text().split()]
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+        deadline = time.monotonic() + 60
+        while _running(server) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _running(server)
+    finally:
+        child.kill()
+        if server is not None and _running(server):
+            os.kill(server, signal.SIGKILL)
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
 
 
 def test_log_probs_line_up_with_the_tokens_the_server_sampled():
