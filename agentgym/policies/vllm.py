@@ -47,6 +47,7 @@ from agentgym.policies.base import Completion, GenerationRequest, SamplingParams
 from agentgym.policies.constrained import tool_call_tag
 from agentgym.prompting import render_prompt
 from agentgym.types import ToolSpec
+from agentgym.watchdog import Watchdog, descendants
 
 WEIGHTS_FILE = "weights.safetensors"
 _LORA_NAME = re.compile(r"\.lora_([AB])\.[^.]+\.weight$")  # PEFT's in-memory adapter name
@@ -193,8 +194,11 @@ class VLLMPolicy:
         self.model_dir = model
         self.max_model_len = max_model_len
         self.dtype = dtype
+        before = descendants()
         with _engine_environment(on_cpu):
             self.engine = AsyncLLM.from_engine_args(args)
+        # the engine's processes, killed with this one if it dies without shutting them down
+        self._watchdog = Watchdog(descendants() - before)
         self.tokenizer = _load_tokenizer(model)
         self.policy_version = 0
         self._lora_request: Any = None
@@ -324,6 +328,7 @@ class VLLMPolicy:
             self._closed = True
             self.engine.shutdown()
             del self.engine  # collected now, while its __del__ can still run cleanly
+            self._watchdog.disarm()
             shutil.rmtree(self._scratch, ignore_errors=True)
 
 

@@ -33,3 +33,20 @@ def test_sigterm_shuts_the_engine_down(spawn, tmp_path):
     assert not alive, [p.cmdline() for p in alive]
     assert "interrupted:" in run.output()
     assert 1 <= _lines(out) < 2000  # what finished before the signal is kept
+
+
+def test_sigkill_takes_the_engine_down_too(spawn, tmp_path):
+    """SIGKILL (or the OOM killer) runs no cleanup: the engine core, in a session of its own,
+    would hold its memory on; the watchdog the backend arms kills it."""
+    pytest.importorskip("vllm")
+    out = tmp_path / "episodes.jsonl"
+    run = spawn([sys.executable, "-m", "agentgym.cli", "rollout", "agentgym/MentalMath-v0",
+                 "--policy", "vllm:smollm2", "--episodes", "2000", "--out", str(out)])
+    partial = out.with_name(out.name + ".partial")
+    wait_until(lambda: _lines(partial) >= 1, "the first episode is written", run)
+    engine = psutil.Process(run.proc.pid).children(recursive=True)
+    assert any("EngineCore" in " ".join(p.cmdline()) for p in engine), engine
+    os.kill(run.proc.pid, signal.SIGKILL)
+    run.proc.wait(timeout=STOP_S)
+    _, alive = psutil.wait_procs(engine, timeout=STOP_S)
+    assert not alive, [p.cmdline() for p in alive]
