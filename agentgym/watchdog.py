@@ -74,7 +74,9 @@ class Watchdog:
         self._write = -1
         if not entries or not sys.platform.startswith("linux"):
             return
-        read, self._write = os.pipe()  # neither end is inherited by what starts later
+        # Neither end survives an exec; a child forked without one (multiprocessing's fork)
+        # holds the write end too, and the guard fires once it has ended as well.
+        read, self._write = os.pipe()
         try:
             # its own session: a Ctrl-C to this process group leaves the guard standing
             self._process = subprocess.Popen(["sh", "-c", _GUARD, "agentgym-watchdog",
