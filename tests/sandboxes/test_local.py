@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
 
@@ -122,46 +123,11 @@ async def test_aclose_kills_running_commands_and_is_idempotent():
         await box.exec("true")
 
 
-async def test_a_second_cancel_while_the_pipes_connect_leaves_no_start_behind():
-    """A start left pending would hang its event loop's close (asyncio cancels it there and
-    waits for pipes it never connected), so a second cancel must not cut the wait short."""
-    loop = asyncio.get_running_loop()
-    connect = loop.connect_read_pipe
-
-    async def slow_connect(*args, **kwargs):
-        await asyncio.sleep(0.6)
-        return await connect(*args, **kwargs)
-
-    box = LocalSandbox()
-    loop.connect_read_pipe = slow_connect
-    try:
-        task = asyncio.create_task(box.exec("sleep 300 & echo $! > bg.pid; wait", timeout=600))
-        pid_file = box.root / "testbed" / "bg.pid"
-        for _ in range(100):
-            await asyncio.sleep(0.02)
-            if pid_file.exists() and pid_file.read_text().strip():
-                break
-        child = int(pid_file.read_text())
-        assert not task.done()
-        task.cancel()
-        await asyncio.sleep(0.05)
-        task.cancel()  # as a caller's timeout would, while the first cancel waits
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-        assert not [t for t in others if not t.done()]
-    finally:
-        del loop.connect_read_pipe
-        await box.aclose()
-    for _ in range(50):
-        if not _alive(child):
-            break
-        await asyncio.sleep(0.05)
-    assert not _alive(child)
-
-
-async def test_cancel_while_the_pipes_connect_kills_the_whole_group():
-    """Cancelled while asyncio is still connecting the pipes (the process already runs)."""
+@contextlib.asynccontextmanager
+async def _starting_in_the_pipes_window():
+    """A command cancelled while asyncio still connects its pipes (the process already runs,
+    its background child too): yields the exec task and the child's pid; afterwards the
+    child must be dead."""
     loop = asyncio.get_running_loop()
     connect = loop.connect_read_pipe
 
@@ -180,12 +146,7 @@ async def test_cancel_while_the_pipes_connect_kills_the_whole_group():
                 break
         child = int(pid_file.read_text())
         assert not task.done()  # still starting: the pipes are not connected yet
-        task.cancel()
-        started = time.perf_counter()
-        with pytest.raises(asyncio.CancelledError):
-            async with asyncio.timeout(5):
-                await task
-        assert time.perf_counter() - started < 3  # not until the background child ends
+        yield task, child
     finally:
         del loop.connect_read_pipe
         await box.aclose()
@@ -194,3 +155,27 @@ async def test_cancel_while_the_pipes_connect_kills_the_whole_group():
             break
         await asyncio.sleep(0.05)
     assert not _alive(child)
+
+
+async def test_a_second_cancel_while_the_pipes_connect_leaves_no_start_behind():
+    """A start left pending would hang its event loop's close (asyncio cancels it there and
+    waits for pipes it never connected), so a second cancel must not cut the wait short."""
+    async with _starting_in_the_pipes_window() as (task, _):
+        task.cancel()
+        await asyncio.sleep(0.05)
+        task.cancel()  # as a caller's timeout would, while the first cancel waits
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        assert not [t for t in others if not t.done()]
+
+
+async def test_cancel_while_the_pipes_connect_kills_the_whole_group():
+    """Cancelled while asyncio is still connecting the pipes (the process already runs)."""
+    async with _starting_in_the_pipes_window() as (task, _):
+        task.cancel()
+        started = time.perf_counter()
+        with pytest.raises(asyncio.CancelledError):
+            async with asyncio.timeout(5):
+                await task
+        assert time.perf_counter() - started < 3  # not until the background child ends
