@@ -24,6 +24,7 @@ from pathlib import Path
 import agentgym
 from agentgym.policies.base import SamplingParams
 from agentgym.policies.llamacpp import LlamaCppPolicy
+from agentgym.policies.models import embedded_model_dir, is_embedded
 from agentgym.rollout import LMAgent, RolloutConfig, run_groups
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -72,8 +73,9 @@ def main() -> None:
              "slots of 1,024 tokens.", "",
              "| slots | fused attention | wall per round (mean) | rounds | tokens sampled |",
              "|---:|---|---:|---|---:|"]
+    model = str(embedded_model_dir()) if is_embedded(args.model) else args.model
     for slots, flash_attn in SETTINGS:
-        measured = asyncio.run(rounds(args.model, slots, flash_attn, args.rounds))
+        measured = asyncio.run(rounds(model, slots, flash_attn, args.rounds))
         walls = [wall for wall, _ in measured]
         print(slots, flash_attn, measured, flush=True)
         lines.append(f"| {slots} | {'on' if flash_attn else 'off'} | "
