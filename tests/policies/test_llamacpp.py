@@ -7,10 +7,10 @@ built, and fail instead under ``AGENTGYM_REQUIRE_LLAMA_SERVER=1`` (CI builds one
 """
 
 import asyncio
+import contextlib
 import json
 import math
 import shutil
-from pathlib import Path
 
 import pytest
 
@@ -246,38 +246,27 @@ def test_the_server_dies_with_the_process_that_started_it(llama_server, model_di
     """A trainer killed outright (SIGKILL, the OOM killer) leaves no server holding memory."""
     if shutil.which("setpriv") is None:
         pytest.skip("util-linux's setpriv, which arms the server's parent-death signal, is missing")
-    import os
-    import signal
     import subprocess
     import sys
-    import time
 
+    psutil = pytest.importorskip("psutil")
     child = subprocess.Popen([sys.executable, "-c", CHILD, str(model_dir)],
                              stdout=subprocess.PIPE, text=True)
-    server = None
+    server = []
     try:
         line = child.stdout.readline()  # once it has answered a request
         assert line == "ready\n", f"the child printed {line!r}"
-        [server] = [int(pid) for path in Path(f"/proc/{child.pid}/task").glob("*/children")
-                    for pid in path.read_text().split()]
-        os.kill(child.pid, signal.SIGKILL)
+        server = psutil.Process(child.pid).children()
+        assert len(server) == 1, server
+        child.kill()
         child.wait()
-        deadline = time.monotonic() + 60
-        while _running(server) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not _running(server)
+        _, alive = psutil.wait_procs(server, timeout=60)
+        assert not alive
     finally:
         child.kill()
-        if server is not None and _running(server):
-            os.kill(server, signal.SIGKILL)
-
-
-def _running(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
+        for process in server:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.kill()
 
 
 def test_log_probs_line_up_with_the_tokens_the_server_sampled():
