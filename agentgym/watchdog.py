@@ -2,14 +2,18 @@
 
 A process killed outright (SIGKILL, the OOM killer) runs no cleanup, so what it started in
 sessions of their own runs on: a vLLM engine core holds its weights and KV cache (2.7 GB for
-SmolLM2 on a CPU) until someone finds it. Where agentgym starts such a process itself it
-arms the kernel's parent-death signal (``setpriv --pdeathsig``, the llama.cpp backend); a
-library that starts its own (vLLM's ``AsyncLLM``) gives no such hook, so a :class:`Watchdog`
-stands guard: a small ``sh`` reading a pipe whose write end only this process holds. When
-this process ends the kernel closes that end, the read returns, and the watchdog SIGKILLs
-the processes it guards, each only if it is still the process it was (same start time), so
-a pid the system gave to another process is never touched. :meth:`Watchdog.disarm` stops
-the watchdog once the processes were shut down the ordinary way.
+SmolLM2 on a CPU) until someone finds it, and a local sandbox's command (``sleep 1000 &``, a
+server the agent started) runs until it ends by itself. Where agentgym starts a single
+long-lived process it arms the kernel's parent-death signal (``setpriv --pdeathsig``, the
+llama.cpp backend); a library that starts its own (vLLM's ``AsyncLLM``), or a command whose
+background children the signal would not reach, needs a :class:`Watchdog`: a small ``sh``
+reading a pipe whose write end only this process holds. Each process or process group to
+guard is sent down the pipe with its start time, and sent again to release it. When this
+process ends the kernel closes the write end, the reads end, and the watchdog SIGKILLs what
+is still guarded, each only if it is still the process it was (same start time), so a pid
+the system gave to another process is never touched. A group whose leader has exited is
+killed by its id: Linux does not hand out a pid while a group or session still bears it.
+:meth:`Watchdog.disarm` stops the watchdog once everything was shut down the ordinary way.
 
 Linux only (it reads ``/proc``); elsewhere a watchdog guards nothing.
 """
@@ -20,21 +24,35 @@ import contextlib
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 _GUARD = r"""
-read _
-for entry in "$@"; do
-    pid=${entry%:*}
-    start=${entry#*:}
-    stat=$(cat "/proc/$pid/stat" 2>/dev/null) || continue
-    set -- ${stat##*) }
-    shift 19
-    [ "$1" = "$start" ] && kill -9 "$pid" 2>/dev/null
+live=" "
+while read -r op entry; do
+    case $op in
+        +) live="$live$entry " ;;
+        -) case $live in *" $entry "*) live="${live%% $entry *} ${live#* $entry }" ;; esac ;;
+    esac
+done
+for entry in $live; do
+    kind=${entry%%:*}
+    rest=${entry#*:}
+    pid=${rest%:*}
+    start=${rest#*:}
+    if stat=$(cat "/proc/$pid/stat" 2>/dev/null); then
+        set -- ${stat##*) }
+        shift 19
+        [ "$1" = "$start" ] || continue
+        [ "$kind" = p ] && kill -9 "$pid" 2>/dev/null
+    fi
+    [ "$kind" = g ] && kill -9 "-$pid" 2>/dev/null
 done
 """
-"""The watchdog: once its pipe ends, it kills each ``pid:start`` whose ``/proc/PID/stat``
-still has that start time (the 20th field after the command's name)."""
+"""The watchdog: reads ``+ ENTRY`` and ``- ENTRY`` lines (``p:PID:START`` for a process,
+``g:PGID:START`` for a group and its leader's start time) until its pipe ends, then kills
+each entry still held whose ``/proc/PID/stat`` has that start time (the 20th field after the
+command's name), and each group whose leader is gone."""
 
 
 def descendants() -> set[int]:
@@ -60,36 +78,100 @@ def _start_time(pid: int) -> str | None:
 
 
 class Watchdog:
-    """SIGKILLs ``pids`` when this process ends, unless :meth:`disarm` ran first.
+    """SIGKILLs what it guards when this process ends, unless :meth:`disarm` ran first.
 
     Args:
-        pids: Processes to guard; any that has already exited is left out.
+        pids: Processes to guard from the start; any that has already exited is left out.
     """
 
-    def __init__(self, pids: set[int] | list[int]) -> None:
-        entries = [f"{pid}:{start}" for pid in sorted(pids)
-                   if (start := _start_time(pid)) is not None]
-        self.pids = tuple(int(e.split(":")[0]) for e in entries)
+    def __init__(self, pids: set[int] | list[int] | tuple[int, ...] = ()) -> None:
+        self._held: dict[tuple[str, int], str] = {}
+        self._lock = threading.Lock()
         self._process: subprocess.Popen[bytes] | None = None
         self._write = -1
-        if not entries or not sys.platform.startswith("linux"):
-            return
-        # Neither end survives an exec; a child forked without one (multiprocessing's fork)
-        # holds the write end too, and the guard fires once it has ended as well.
-        read, self._write = os.pipe()
-        try:
-            # its own session: a Ctrl-C to this process group leaves the guard standing
-            self._process = subprocess.Popen(["sh", "-c", _GUARD, "agentgym-watchdog",
-                                              *entries], stdin=read, start_new_session=True)
-        finally:
-            os.close(read)
+        self._disarmed = False
+        for pid in sorted(pids):
+            self.guard(pid)
+
+    @property
+    def pids(self) -> tuple[int, ...]:
+        """The processes (and group leaders) guarded now, in order."""
+        return tuple(sorted(pid for _, pid in self._held))
+
+    def guard(self, pid: int, *, group: bool = False) -> bool:
+        """Guard process ``pid``, or with ``group`` its whole process group (``pid`` its id).
+
+        Returns whether it is guarded: not when it has already exited, after :meth:`disarm`,
+        or off Linux.
+        """
+        start = _start_time(pid)
+        if start is None or not sys.platform.startswith("linux"):
+            return False
+        key = ("g" if group else "p", pid)
+        entry = f"{key[0]}:{pid}:{start}"
+        with self._lock:
+            if self._disarmed or not self._send(f"+ {entry}\n"):
+                return False
+            self._held[key] = entry
+        return True
+
+    def release(self, pid: int, *, group: bool = False) -> None:
+        """Stop guarding what :meth:`guard` guarded (it ended the ordinary way)."""
+        with self._lock:
+            entry = self._held.pop(("g" if group else "p", pid), None)
+            if entry is not None:
+                self._send(f"- {entry}\n")
 
     def disarm(self) -> None:
-        """Stop guarding (the processes were shut down); idempotent."""
-        if self._process is not None:
-            self._process.kill()
-            self._process.wait()
-            self._process = None
-        if self._write >= 0:
-            os.close(self._write)
-            self._write = -1
+        """Stop guarding everything (it was shut down); idempotent."""
+        with self._lock:
+            self._disarmed = True
+            self._held.clear()
+            if self._process is not None:
+                self._process.kill()
+                self._process.wait()
+                self._process = None
+            if self._write >= 0:
+                os.close(self._write)
+                self._write = -1
+
+    def _send(self, line: str) -> bool:
+        try:
+            if self._process is None:
+                self._start()
+            # one line is far below PIPE_BUF: written whole, never interleaved
+            os.write(self._write, line.encode())
+        except OSError:  # no sh, or the watchdog was killed from outside: nothing guards
+            return False
+        return True
+
+    def _start(self) -> None:
+        # Neither end survives an exec; a child forked without one (multiprocessing's fork)
+        # holds the write end too, and the guard fires once it has ended as well.
+        read, write = os.pipe()
+        try:
+            # its own session: a Ctrl-C to this process group leaves the guard standing
+            self._process = subprocess.Popen(["sh", "-c", _GUARD, "agentgym-watchdog"],
+                                             stdin=read, start_new_session=True)
+        except OSError:
+            os.close(write)
+            raise
+        finally:
+            os.close(read)
+        self._write = write
+
+
+_shared: tuple[int, Watchdog] | None = None  # (the pid that started it, it)
+_shared_lock = threading.Lock()
+
+
+def shared_watchdog() -> Watchdog:
+    """This process's watchdog for processes that come and go (never disarmed).
+
+    Started on first use; a forked child gets its own, so that its processes die with it.
+    """
+    global _shared
+    with _shared_lock:
+        if _shared is None or _shared[0] != os.getpid():
+            _shared = (os.getpid(), Watchdog())
+        return _shared[1]

@@ -50,7 +50,9 @@ KEPT = (
      "multiprocessing.forkserver",
      # wandb's service process outlives a finished run and exits with the process that
      # started it (the pytest process itself)
-     "wandb-core"),
+     "wandb-core",
+     # the process's watchdog (agentgym.watchdog.shared_watchdog) ends with it too
+     "agentgym-watchdog"),
 )
 """Program names, then command-line fragments, of processes the check leaves alone."""
 

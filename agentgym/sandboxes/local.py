@@ -17,7 +17,9 @@ What it does provide, so envs behave the same as in a container:
   envs should tell the model to use paths relative to its working directory.
 - **Timeouts that kill the whole process group** (the command runs in a new session), so
   ``sleep 100 &`` or a runaway test does not outlive its call; ``aclose`` kills whatever is
-  left and removes the root.
+  left and removes the root. A process killed outright (SIGKILL, the OOM killer) takes its
+  running commands' groups with it through :func:`agentgym.watchdog.shared_watchdog` (its
+  sandbox roots stay behind in the temporary directory).
 - **Output caps**: each of stdout and stderr keeps its first ``max_output_bytes`` bytes; the
   rest is read and dropped so a chatty command cannot fill memory.
 - **Resource limits** (``setrlimit`` in the child): address space, file size, CPU seconds
@@ -40,6 +42,7 @@ from pathlib import Path
 
 from agentgym.errors import ConfigError
 from agentgym.sandboxes.base import ExecResult, SandboxError, git_diff
+from agentgym.watchdog import shared_watchdog
 
 # A fixed author and date make commits (and so diffs and state keys) reproducible.
 GIT_IDENTITY = {
@@ -127,6 +130,8 @@ class LocalSandbox:
             await self._kill_created(create)
             raise
         self._groups.add(proc.pid)
+        # killed with this process too if it dies without running the finally below
+        guarded = shared_watchdog().guard(proc.pid, group=True)
         assert proc.stdout is not None and proc.stderr is not None
         readers = [asyncio.ensure_future(self._read_capped(s)) for s in (proc.stdout,
                                                                          proc.stderr)]
@@ -145,6 +150,8 @@ class LocalSandbox:
         finally:  # cancellation: take the processes down with us
             self._kill_group(proc.pid)
             self._groups.discard(proc.pid)
+            if guarded:
+                shared_watchdog().release(proc.pid, group=True)
             for r in readers:
                 r.cancel()
             if proc.returncode is None or any(not r.done() for r in readers):
