@@ -12,7 +12,8 @@ What it is:
   cell), ``RLIMIT_CPU`` (CPU seconds for the whole interpreter; past it the process is
   killed and restarted), ``RLIMIT_FSIZE`` (largest file it may write) and ``RLIMIT_NOFILE``;
 - a wall-clock timeout per call: the whole process group is killed (children included) and
-  the next call starts a fresh interpreter, saying its variables are gone;
+  the next call starts a fresh interpreter, saying its variables are gone; the group dies
+  with this process too, even killed outright (:func:`agentgym.watchdog.shared_watchdog`);
 - no network when it can create a network namespace (``unshare --net``, needs root or user
   namespaces): the process sees only a loopback device that is down. Otherwise (``isolation
   == "rlimits"``) socket creation is blocked inside Python, which is *best effort*: C
@@ -42,6 +43,7 @@ from typing import Literal
 
 from agentgym.errors import ConfigError
 from agentgym.sandboxes.base import SandboxError
+from agentgym.watchdog import shared_watchdog
 
 _WORKER = r"""
 import ast, builtins, io, json, os, resource, signal, sys, tempfile, traceback
@@ -236,6 +238,8 @@ class PythonInterpreter:
                 start_new_session=True, limit=2**22)
         except OSError as exc:
             raise SandboxError(f"could not start the Python interpreter: {exc}") from exc
+        # killed with this process too if it dies without closing us (a cell's children too)
+        shared_watchdog().guard(self._proc.pid, group=True)
 
     async def run(self, code: str, timeout: float | None = None  # noqa: ASYNC109 - per cell
                   ) -> RunResult:
@@ -301,6 +305,7 @@ class PythonInterpreter:
                 os.killpg(proc.pid, signal.SIGKILL)  # the cell's children too
         with contextlib.suppress(ProcessLookupError):
             await proc.wait()
+        shared_watchdog().release(proc.pid, group=True)
 
     async def aclose(self) -> None:
         """Kill the interpreter and delete its working directory; idempotent."""

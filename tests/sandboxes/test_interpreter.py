@@ -1,6 +1,11 @@
 """The persistent Python interpreter: state, limits, isolation, output caps."""
 
 import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -80,3 +85,37 @@ async def test_closed_interpreter_refuses_and_close_is_idempotent():
 def test_bad_limits():
     with pytest.raises(ConfigError, match="memory_mb must be > 0"):
         InterpreterLimits(memory_mb=0)
+
+
+OWNER = r"""
+import asyncio
+from agentgym.sandboxes.interpreter import PythonInterpreter
+
+async def main():
+    py = PythonInterpreter()
+    cell = "import subprocess\nsubprocess.Popen(['sleep', '300']).pid"
+    print((await py.run(cell)).stdout.strip(), flush=True)
+    await py.run("import time\ntime.sleep(300)")
+
+asyncio.run(main())
+"""
+
+
+def test_a_cell_and_its_children_die_with_a_process_killed_outright():
+    """SIGKILL runs no ``aclose``: the process's watchdog kills the interpreter's group."""
+    owner = subprocess.Popen([sys.executable, "-c", OWNER], stdout=subprocess.PIPE, text=True)
+    assert owner.stdout is not None
+    child = None
+    try:
+        child = int(owner.stdout.readline())
+        time.sleep(0.5)  # the second cell is running
+        os.kill(owner.pid, signal.SIGKILL)
+        owner.wait()
+        deadline = time.monotonic() + 30
+        while _alive(child) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(child)
+    finally:
+        owner.kill()
+        if child is not None and _alive(child):
+            os.kill(child, signal.SIGKILL)
