@@ -2,6 +2,8 @@
 
 - ``spawn`` (fixture): starts a command in a process group of its own with its output in a
   file; when the test ends, however it ends, the whole group is killed and reaped.
+- :func:`killed_outright`: runs a script that starts processes, SIGKILLs it, and yields what
+  it started, for tests of what dies with a process that runs no cleanup.
 - :func:`wait_until`: polls a readiness condition (a port, a printed line, a file) with a
   generous bound, failing early with the command's output if the command exits first.
 - The session check: at the end of the session, every process the tests started that is still
@@ -16,6 +18,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -81,6 +84,44 @@ def end_group(proc: subprocess.Popen[bytes] | subprocess.Popen[str]) -> None:
     except (ProcessLookupError, PermissionError):
         pass
     proc.wait()
+
+
+def running(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie waiting for its reaper does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (FileNotFoundError, IndexError):
+        return False
+
+
+def gone_within(pid: int, seconds: float) -> bool:
+    """Wait up to ``seconds`` for ``pid`` to stop running; whether it did."""
+    deadline = time.monotonic() + seconds
+    while running(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not running(pid)
+
+
+@contextlib.contextmanager
+def killed_outright(script: str, *args: str) -> Iterator[list[int]]:
+    """Run Python ``script`` (with ``args``), which prints the pids it started on one line,
+    SIGKILL it once printed, and yield those pids; whichever still runs afterwards is killed."""
+    owner = subprocess.Popen([sys.executable, "-c", script, *args], stdout=subprocess.PIPE,
+                             text=True)
+    assert owner.stdout is not None
+    pids: list[int] = []
+    try:
+        pids = [int(word) for word in owner.stdout.readline().split()]
+        os.kill(owner.pid, signal.SIGKILL)
+        owner.wait()
+        yield pids
+    finally:
+        owner.kill()
+        owner.wait()
+        for pid in pids:
+            if running(pid):
+                os.kill(pid, signal.SIGKILL)
 
 
 def _hear_ctrl_c() -> None:

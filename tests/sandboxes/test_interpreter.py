@@ -1,13 +1,9 @@
 """The persistent Python interpreter: state, limits, isolation, output caps."""
 
 import asyncio
-import os
-import signal
-import subprocess
-import sys
-import time
 
 import pytest
+from process_fixtures import gone_within, killed_outright
 
 from agentgym.errors import ConfigError
 from agentgym.sandboxes.base import SandboxError
@@ -94,8 +90,11 @@ from agentgym.sandboxes.interpreter import PythonInterpreter
 async def main():
     py = PythonInterpreter()
     cell = "import subprocess\nsubprocess.Popen(['sleep', '300']).pid"
-    print((await py.run(cell)).stdout.strip(), flush=True)
-    await py.run("import time\ntime.sleep(300)")
+    child = (await py.run(cell)).stdout.strip()
+    running = asyncio.ensure_future(py.run("import time\ntime.sleep(300)"))
+    await asyncio.sleep(0.3)
+    print(child, flush=True)
+    await running
 
 asyncio.run(main())
 """
@@ -103,19 +102,5 @@ asyncio.run(main())
 
 def test_a_cell_and_its_children_die_with_a_process_killed_outright():
     """SIGKILL runs no ``aclose``: the process's watchdog kills the interpreter's group."""
-    owner = subprocess.Popen([sys.executable, "-c", OWNER], stdout=subprocess.PIPE, text=True)
-    assert owner.stdout is not None
-    child = None
-    try:
-        child = int(owner.stdout.readline())
-        time.sleep(0.5)  # the second cell is running
-        os.kill(owner.pid, signal.SIGKILL)
-        owner.wait()
-        deadline = time.monotonic() + 30
-        while _alive(child) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not _alive(child)
-    finally:
-        owner.kill()
-        if child is not None and _alive(child):
-            os.kill(child, signal.SIGKILL)
+    with killed_outright(OWNER) as (child,):
+        assert gone_within(child, 30)

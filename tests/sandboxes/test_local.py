@@ -5,14 +5,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import shutil
-import signal
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
+from process_fixtures import gone_within, killed_outright
 
 from agentgym.sandboxes.base import Sandbox, SandboxError
 from agentgym.sandboxes.local import LocalLimits, LocalSandbox
@@ -130,41 +126,26 @@ async def test_aclose_kills_running_commands_and_is_idempotent():
 
 OWNER = r"""
 import asyncio
+import sys
 from agentgym.sandboxes.local import LocalSandbox
 
 async def main():
-    box = LocalSandbox()
-    print(box.root, flush=True)
-    await box.exec("sleep 300 & echo $! > bg.pid; wait", timeout=600)
+    box = LocalSandbox(root=sys.argv[1])
+    command = asyncio.ensure_future(box.exec("sleep 300 & echo $! > bg.pid; wait", timeout=600))
+    pid_file = box.root / "testbed" / "bg.pid"
+    while not (pid_file.exists() and pid_file.read_text().strip()):
+        await asyncio.sleep(0.02)
+    print(pid_file.read_text().strip(), flush=True)
+    await command
 
 asyncio.run(main())
 """
 
 
-def test_a_running_command_dies_with_a_process_killed_outright():
+def test_a_running_command_dies_with_a_process_killed_outright(tmp_path):
     """SIGKILL runs no ``finally``: the process's watchdog kills the command's group."""
-    owner = subprocess.Popen([sys.executable, "-c", OWNER], stdout=subprocess.PIPE, text=True)
-    assert owner.stdout is not None
-    root = Path(owner.stdout.readline().strip())
-    child = None
-    try:
-        pid_file = root / "testbed" / "bg.pid"
-        for _ in range(600):
-            if pid_file.exists() and pid_file.read_text().strip():
-                break
-            time.sleep(0.05)
-        child = int(pid_file.read_text())
-        os.kill(owner.pid, signal.SIGKILL)
-        owner.wait()
-        deadline = time.monotonic() + 30
-        while _alive(child) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not _alive(child)
-    finally:
-        owner.kill()
-        if child is not None and _alive(child):
-            os.kill(child, signal.SIGKILL)
-        shutil.rmtree(root, ignore_errors=True)
+    with killed_outright(OWNER, str(tmp_path)) as (child,):
+        assert gone_within(child, 30)
 
 
 @contextlib.asynccontextmanager
