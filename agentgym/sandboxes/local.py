@@ -131,7 +131,7 @@ class LocalSandbox:
             raise
         self._groups.add(proc.pid)
         # killed with this process too if it dies without running the finally below
-        guarded = shared_watchdog().guard(proc.pid, group=True)
+        shared_watchdog().guard(proc.pid, group=True)
         assert proc.stdout is not None and proc.stderr is not None
         readers = [asyncio.ensure_future(self._read_capped(s)) for s in (proc.stdout,
                                                                          proc.stderr)]
@@ -150,8 +150,7 @@ class LocalSandbox:
         finally:  # cancellation: take the processes down with us
             self._kill_group(proc.pid)
             self._groups.discard(proc.pid)
-            if guarded:
-                shared_watchdog().release(proc.pid, group=True)
+            shared_watchdog().release(proc.pid, group=True)
             for r in readers:
                 r.cancel()
             if proc.returncode is None or any(not r.done() for r in readers):
