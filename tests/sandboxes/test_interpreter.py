@@ -3,20 +3,11 @@
 import asyncio
 
 import pytest
-from process_fixtures import gone_within, killed_outright
+from process_fixtures import gone_within, killed_outright, running
 
 from agentgym.errors import ConfigError
 from agentgym.sandboxes.base import SandboxError
 from agentgym.sandboxes.interpreter import InterpreterLimits, PythonInterpreter
-
-
-def _alive(pid):
-    """Running, not a zombie awaiting its reaper."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 async def test_state_persists_and_is_fresh_per_interpreter():
@@ -51,7 +42,7 @@ async def test_timeout_kills_and_restarts():
         r = await py.run("while True: pass")
         assert r.timed_out and not r.ok
         await asyncio.sleep(0.2)
-        assert not _alive(child)  # the cell's child died with it
+        assert not running(child)  # the cell's child died with it
         r = await py.run("keep")
         assert r.restarted and "NameError" in r.error
         assert "restarted" in r.render()

@@ -4,23 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import time
 
 import pytest
-from process_fixtures import gone_within, killed_outright
+from process_fixtures import gone_within, killed_outright, running
 
 from agentgym.sandboxes.base import Sandbox, SandboxError
 from agentgym.sandboxes.local import LocalLimits, LocalSandbox
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    with open(f"/proc/{pid}/stat") as f:  # a zombie is dead too
-        return f.read().split(")")[-1].split()[0] != "Z"
 
 
 async def test_exec_output_exit_code_workdir_and_env():
@@ -45,7 +35,7 @@ async def test_timeout_kills_the_whole_process_group(tmp_path):
         assert time.monotonic() - start < 10
         child = int((await box.read_file("child.pid")).decode())
         await asyncio.sleep(0.2)
-        assert not _alive(child)
+        assert not running(child)
 
 
 async def test_background_child_does_not_hold_the_call_open():
@@ -115,7 +105,7 @@ async def test_aclose_kills_running_commands_and_is_idempotent():
         async with asyncio.timeout(5):
             await task
     await asyncio.sleep(0.2)
-    assert not _alive(child)
+    assert not running(child)
     root = box.root
     await box.aclose()
     await box.aclose()
@@ -176,10 +166,10 @@ async def _starting_in_the_pipes_window():
         del loop.connect_read_pipe
         await box.aclose()
     for _ in range(50):
-        if not _alive(child):
+        if not running(child):
             break
         await asyncio.sleep(0.05)
-    assert not _alive(child)
+    assert not running(child)
 
 
 async def test_a_second_cancel_while_the_pipes_connect_leaves_no_start_behind():
