@@ -70,7 +70,11 @@ def descendants() -> set[int]:
     return found
 
 
-def _start_time(pid: int) -> str | None:
+def process_start(pid: int) -> str | None:
+    """Process ``pid``'s start time in clock ticks after boot, ``None`` when it is not running.
+
+    With the pid it names one process, however often the pid is reused (Linux's ``/proc``).
+    """
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
     except (OSError, IndexError):
@@ -104,7 +108,7 @@ class Watchdog:
         Returns whether it is guarded: not when it has already exited, after :meth:`disarm`,
         or off Linux.
         """
-        start = _start_time(pid)
+        start = process_start(pid)
         if start is None or not sys.platform.startswith("linux"):
             return False
         key = ("g" if group else "p", pid)

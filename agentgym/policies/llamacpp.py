@@ -32,7 +32,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -44,6 +43,7 @@ from agentgym.policies.base import Completion, GenerationRequest, SamplingParams
 from agentgym.policies.gguf_export import folder_tensors, read_config, write_gguf
 from agentgym.policies.models import cache_root, load_tokenizer
 from agentgym.prompting import render_prompt
+from agentgym.scratch import scratch_dir
 
 SERVER_ENV = "AGENTGYM_LLAMA_SERVER"
 """Environment variable naming the ``llama-server`` binary to run."""
@@ -139,7 +139,7 @@ class LlamaCppPolicy:
         self.startup_timeout = startup_timeout
         self.tokenizer = load_tokenizer(model)
         self.policy_version = 0
-        self._scratch = Path(tempfile.mkdtemp(prefix="agentgym-llamacpp-"))
+        self._scratch = scratch_dir("agentgym-llamacpp-")
         self._weights = write_gguf(model, folder_tensors(model), self._scratch / "model.gguf",
                                    dtype=dtype)
         self._process: subprocess.Popen[bytes] | None = None

@@ -34,7 +34,6 @@ import json
 import os
 import re
 import shutil
-import tempfile
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -46,6 +45,7 @@ from agentgym.memory import with_tcmalloc
 from agentgym.policies.base import Completion, GenerationRequest, SamplingParams
 from agentgym.policies.constrained import tool_call_tag
 from agentgym.prompting import render_prompt
+from agentgym.scratch import scratch_dir
 from agentgym.types import ToolSpec
 from agentgym.watchdog import Watchdog, descendants
 
@@ -202,7 +202,7 @@ class VLLMPolicy:
         self.tokenizer = _load_tokenizer(model)
         self.policy_version = 0
         self._lora_request: Any = None
-        self._scratch = Path(tempfile.mkdtemp(prefix="agentgym-vllm-", dir=_shared_memory()))
+        self._scratch = scratch_dir("agentgym-vllm-", _shared_memory())
         self._open = asyncio.Event()  # cleared while weights change: new requests wait
         self._open.set()
         self._sync_lock = asyncio.Lock()

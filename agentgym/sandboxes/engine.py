@@ -36,6 +36,7 @@ from typing import Any, TypeVar
 
 from agentgym.errors import MissingExtraError
 from agentgym.sandboxes.base import SandboxError
+from agentgym.watchdog import process_start
 
 T = TypeVar("T")
 SYSTEM_SOCKET = "unix:///var/run/docker.sock"
@@ -331,18 +332,10 @@ def list_sandboxes(client: Any, **labels: str) -> list[ContainerRef]:
             for c in client.api.containers(all=True, filters={"label": filters})]
 
 
-def _proc_start(pid: int) -> str | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()[19]  # field 22: start time (pid reuse guard)
-
-
 def owner_id(pid: int | None = None) -> str:
     """``host:pid:start`` of a process: who owns the containers it starts."""
     pid = pid or os.getpid()
-    return f"{socket.gethostname()}:{pid}:{_proc_start(pid)}"
+    return f"{socket.gethostname()}:{pid}:{process_start(pid)}"
 
 
 def _owner_alive(owner: str) -> bool:
@@ -350,7 +343,7 @@ def _owner_alive(owner: str) -> bool:
     if host != socket.gethostname():
         return True  # another machine's owner: not ours to judge
     pid, _, start = rest.partition(":")
-    return pid.isdigit() and _proc_start(int(pid)) == start
+    return pid.isdigit() and process_start(int(pid)) == start
 
 
 def sweep(client: Any) -> int:

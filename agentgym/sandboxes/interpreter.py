@@ -37,12 +37,12 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass
 from typing import Literal
 
 from agentgym.errors import ConfigError
 from agentgym.sandboxes.base import SandboxError
+from agentgym.scratch import scratch_dir
 from agentgym.watchdog import shared_watchdog
 
 _WORKER = r"""
@@ -215,7 +215,7 @@ class PythonInterpreter:
         if self._closed:
             raise SandboxError("the interpreter was closed; make a new PythonInterpreter")
         if self._dir is None:
-            self._dir = tempfile.mkdtemp(prefix="agentgym-py-")
+            self._dir = str(scratch_dir("agentgym-py-"))
         limits = self.limits
         argv = [sys.executable, "-I", "-c", _WORKER]
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": self._dir,

@@ -36,12 +36,12 @@ import resource
 import shutil
 import signal
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from agentgym.errors import ConfigError
 from agentgym.sandboxes.base import ExecResult, SandboxError, git_diff
+from agentgym.scratch import scratch_dir
 from agentgym.watchdog import shared_watchdog
 
 # A fixed author and date make commits (and so diffs and state keys) reproducible.
@@ -90,7 +90,7 @@ class LocalSandbox:
         if max_output_bytes < 1:
             raise ConfigError(f"max_output_bytes must be >= 1, got {max_output_bytes}")
         self._own_root = root is None
-        self.root = Path(tempfile.mkdtemp(prefix="agentgym-sbx-") if root is None else root)
+        self.root = scratch_dir("agentgym-sbx-") if root is None else Path(root)
         self.workdir = workdir
         self.max_output_bytes = max_output_bytes
         self.limits = limits

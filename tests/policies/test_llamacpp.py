@@ -11,6 +11,7 @@ import contextlib
 import json
 import math
 import shutil
+import tempfile
 
 import pytest
 
@@ -262,6 +263,16 @@ def test_the_server_dies_with_the_process_that_started_it(llama_server, model_di
         child.wait()
         _, alive = psutil.wait_procs(server, timeout=60)
         assert not alive
+        # its GGUF's folder stays, and the next backend's sweep takes it
+        from pathlib import Path
+
+        from agentgym.scratch import sweep_scratch
+
+        left = [p for p in Path(tempfile.gettempdir()).glob("agentgym-llamacpp-*")
+                if f"-{child.pid}-" in p.name]
+        assert left
+        sweep_scratch("agentgym-llamacpp-")
+        assert not any(p.exists() for p in left)
     finally:
         child.kill()
         for process in server:

@@ -4,11 +4,14 @@ engine process behind and keeps the episodes it finished."""
 import os
 import signal
 import sys
+import tempfile
 from pathlib import Path
 
 import psutil
 import pytest
 from process_fixtures import STOP_S, wait_until
+
+from agentgym.scratch import sweep_scratch
 
 pytestmark = pytest.mark.vllm
 
@@ -50,3 +53,9 @@ def test_sigkill_takes_the_engine_down_too(spawn, tmp_path):
     run.proc.wait(timeout=STOP_S)
     _, alive = psutil.wait_procs(engine, timeout=STOP_S)
     assert not alive, [p.cmdline() for p in alive]
+    # its weight-sync folder (in /dev/shm: memory) stays, and the next backend's sweep takes it
+    folder = "/dev/shm" if os.access("/dev/shm", os.W_OK) else tempfile.gettempdir()
+    left = [p for p in Path(folder).glob("agentgym-vllm-*") if f"-{run.proc.pid}-" in p.name]
+    assert left
+    sweep_scratch("agentgym-vllm-", folder)
+    assert not any(p.exists() for p in left)
