@@ -18,8 +18,9 @@ What it does provide, so envs behave the same as in a container:
 - **Timeouts that kill the whole process group** (the command runs in a new session), so
   ``sleep 100 &`` or a runaway test does not outlive its call; ``aclose`` kills whatever is
   left and removes the root. A process killed outright (SIGKILL, the OOM killer) takes its
-  running commands' groups with it through :func:`agentgym.watchdog.shared_watchdog` (its
-  sandbox roots stay behind in the temporary directory).
+  running commands' groups with it through :func:`agentgym.watchdog.shared_watchdog`; its
+  roots, named after it, go when the next local sandbox on the machine starts
+  (:func:`agentgym.scratch.scratch_dir`).
 - **Output caps**: each of stdout and stderr keeps its first ``max_output_bytes`` bytes; the
   rest is read and dropped so a chatty command cannot fill memory.
 - **Resource limits** (``setrlimit`` in the child): address space, file size, CPU seconds
