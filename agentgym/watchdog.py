@@ -13,6 +13,9 @@ process ends the kernel closes the write end, the reads end, and the watchdog SI
 is still guarded, each only if it is still the process it was (same start time), so a pid
 the system gave to another process is never touched. A group whose leader has exited is
 killed by its id: Linux does not hand out a pid while a group or session still bears it.
+A process that left its group (``setsid``, a daemon's double fork) is found by a mark in its
+environment (:func:`new_mark`, :meth:`Watchdog.guard_mark`), which it inherited from the
+command that started it; :func:`kill_marked` kills such processes the ordinary way.
 :meth:`Watchdog.disarm` stops the watchdog once everything was shut down the ordinary way.
 
 Linux only (it reads ``/proc``); elsewhere a watchdog guards nothing.
@@ -22,9 +25,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import subprocess
 import sys
 import threading
+import uuid
 from pathlib import Path
 
 _GUARD = r"""
@@ -38,6 +43,14 @@ done
 for entry in $live; do
     kind=${entry%%:*}
     rest=${entry#*:}
+    if [ "$kind" = m ]; then
+        for env in /proc/[0-9]*/environ; do
+            grep -qzxF "AGENTGYM_PROCESS_MARK=$rest" "$env" 2>/dev/null || continue
+            pid=${env#/proc/}
+            kill -9 "${pid%/environ}" 2>/dev/null
+        done
+        continue
+    fi
     pid=${rest%:*}
     start=${rest#*:}
     if stat=$(cat "/proc/$pid/stat" 2>/dev/null); then
@@ -50,9 +63,10 @@ for entry in $live; do
 done
 """
 """The watchdog: reads ``+ ENTRY`` and ``- ENTRY`` lines (``p:PID:START`` for a process,
-``g:PGID:START`` for a group and its leader's start time) until its pipe ends, then kills
-each entry still held whose ``/proc/PID/stat`` has that start time (the 20th field after the
-command's name), and each group whose leader is gone."""
+``g:PGID:START`` for a group and its leader's start time, ``m:MARK`` for every process whose
+environment carries the mark) until its pipe ends, then kills each entry still held whose
+``/proc/PID/stat`` has that start time (the 20th field after the command's name), each group
+whose leader is gone, and each marked process."""
 
 
 def descendants() -> set[int]:
@@ -68,6 +82,46 @@ def descendants() -> set[int]:
                         found.add(int(child))
                         todo.append(int(child))
     return found
+
+
+MARK_VARIABLE = "AGENTGYM_PROCESS_MARK"
+"""The environment variable that marks a command's processes (:func:`new_mark`)."""
+
+
+def new_mark() -> str:
+    """A fresh mark for a command's environment (``MARK_VARIABLE``).
+
+    Every process the command starts carries it, even one that leaves its process group
+    (``setsid``, a daemon's double fork), unless it clears its environment.
+    """
+    return uuid.uuid4().hex
+
+
+def marked(mark: str) -> set[int]:
+    """The pids of the running processes whose environment carries ``mark`` (Linux)."""
+    needle = f"{MARK_VARIABLE}={mark}".encode()
+    found: set[int] = set()
+    with contextlib.suppress(OSError):
+        for name in os.listdir("/proc"):
+            if name.isdigit():
+                with contextlib.suppress(OSError):
+                    if needle in Path(f"/proc/{name}/environ").read_bytes().split(b"\0"):
+                        found.add(int(name))
+    return found
+
+
+def kill_marked(mark: str) -> set[int]:
+    """SIGKILL every process that carries ``mark``; returns their pids."""
+    killed: set[int] = set()
+    for _ in range(8):  # one forking as it dies leaves a child with the mark: look again
+        pids = marked(mark) - killed
+        if not pids:
+            break
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        killed |= pids
+    return killed
 
 
 def process_start(pid: int) -> str | None:
@@ -89,7 +143,7 @@ class Watchdog:
     """
 
     def __init__(self, pids: set[int] | list[int] | tuple[int, ...] = ()) -> None:
-        self._held: dict[tuple[str, int], str] = {}
+        self._held: dict[tuple[str, int | str], str] = {}
         self._lock = threading.Lock()
         self._process: subprocess.Popen[bytes] | None = None
         self._write = -1
@@ -100,7 +154,7 @@ class Watchdog:
     @property
     def pids(self) -> tuple[int, ...]:
         """The processes (and group leaders) guarded now, in order."""
-        return tuple(sorted(pid for _, pid in self._held))
+        return tuple(sorted(pid for _, pid in self._held if isinstance(pid, int)))
 
     def guard(self, pid: int, *, group: bool = False) -> bool:
         """Guard process ``pid``, or with ``group`` its whole process group (``pid`` its id).
@@ -121,8 +175,28 @@ class Watchdog:
 
     def release(self, pid: int, *, group: bool = False) -> None:
         """Stop guarding what :meth:`guard` guarded (it ended the ordinary way)."""
+        self._release(("g" if group else "p", pid))
+
+    def guard_mark(self, mark: str) -> bool:
+        """Guard every process whose environment carries ``mark`` (:func:`new_mark`).
+
+        Returns whether it is guarded (as :meth:`guard`).
+        """
+        if not (mark.isalnum() and mark.isascii()) or not sys.platform.startswith("linux"):
+            return False  # the guard matches it as a plain word
         with self._lock:
-            entry = self._held.pop(("g" if group else "p", pid), None)
+            if self._disarmed or not self._send(f"+ m:{mark}\n"):
+                return False
+            self._held[("m", mark)] = f"m:{mark}"
+        return True
+
+    def release_mark(self, mark: str) -> None:
+        """Stop guarding what :meth:`guard_mark` guarded."""
+        self._release(("m", mark))
+
+    def _release(self, key: tuple[str, int | str]) -> None:
+        with self._lock:
+            entry = self._held.pop(key, None)
             if entry is not None:
                 self._send(f"- {entry}\n")
 

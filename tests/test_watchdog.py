@@ -68,3 +68,52 @@ def test_disarmed_it_kills_nothing_and_exited_processes_are_left_out():
     finally:
         child.kill()
         child.wait()
+
+
+MARKED = r"""
+import os
+import subprocess
+import time
+from agentgym.watchdog import MARK_VARIABLE, new_mark, shared_watchdog
+
+mark = new_mark()
+env = {**os.environ, MARK_VARIABLE: mark}
+# a child that leaves its parent's group and session: only the mark finds it
+marked = subprocess.Popen(["sleep", "300"], start_new_session=True, env=env)
+other = subprocess.Popen(["sleep", "300"], start_new_session=True)
+assert shared_watchdog().guard_mark(mark)
+print(marked.pid, other.pid, flush=True)
+time.sleep(300)
+"""
+
+
+def test_marked_processes_die_with_a_process_killed_outright_and_others_live():
+    with killed_outright(MARKED) as (marked, other):
+        assert gone_within(marked, 30)
+        assert running(other)
+
+
+def test_kill_marked_finds_a_process_by_its_environment_alone():
+    import os
+
+    from agentgym.watchdog import MARK_VARIABLE, kill_marked, marked, new_mark
+
+    mark = new_mark()
+    env = {**os.environ, MARK_VARIABLE: mark}
+    # a shell that starts a setsid'd grandchild and exits: no pid or group leads to it
+    shell = subprocess.run(["sh", "-c", "setsid sleep 300 >/dev/null 2>&1 & echo $!"],
+                           env=env, capture_output=True, text=True, check=True)
+    other = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not marked(mark) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        found = marked(mark)
+        assert len(found) == 1 and other.pid not in found, (shell.stdout, found)
+        assert kill_marked(mark) == found
+        (grandchild,) = found
+        assert gone_within(grandchild, 30) and other.poll() is None
+        assert marked(mark) == set() and kill_marked(mark) == set()
+    finally:
+        other.kill()
+        other.wait()

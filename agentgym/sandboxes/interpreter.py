@@ -43,7 +43,7 @@ from typing import Literal
 from agentgym.errors import ConfigError
 from agentgym.sandboxes.base import SandboxError
 from agentgym.scratch import scratch_dir
-from agentgym.watchdog import shared_watchdog
+from agentgym.watchdog import MARK_VARIABLE, kill_marked, new_mark, shared_watchdog
 
 _WORKER = r"""
 import ast, builtins, io, json, os, resource, signal, sys, tempfile, traceback
@@ -196,6 +196,7 @@ class PythonInterpreter:
     def __init__(self, limits: InterpreterLimits | None = None) -> None:
         self.limits = limits or InterpreterLimits()
         self._proc: asyncio.subprocess.Process | None = None
+        self._mark = ""  # carried by the running interpreter's processes, setsid's included
         self._dir: str | None = None
         self._died = False
         self._closed = False
@@ -231,6 +232,7 @@ class PythonInterpreter:
         env["AGENTGYM_RLIMITS"] = json.dumps({
             "RLIMIT_AS": [mem, mem], "RLIMIT_CPU": [limits.cpu_seconds, limits.cpu_seconds + 1],
             "RLIMIT_FSIZE": [size, size], "RLIMIT_NOFILE": [256, 256]})
+        self._mark = env[MARK_VARIABLE] = new_mark()
         try:
             self._proc = await asyncio.create_subprocess_exec(
                 *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
@@ -240,6 +242,7 @@ class PythonInterpreter:
             raise SandboxError(f"could not start the Python interpreter: {exc}") from exc
         # killed with this process too if it dies without closing us (a cell's children too)
         shared_watchdog().guard(self._proc.pid, group=True)
+        shared_watchdog().guard_mark(self._mark)
 
     async def run(self, code: str, timeout: float | None = None  # noqa: ASYNC109 - per cell
                   ) -> RunResult:
@@ -303,9 +306,11 @@ class PythonInterpreter:
         if proc.returncode is None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)  # the cell's children too
+        kill_marked(self._mark)  # and those that left the group
         with contextlib.suppress(ProcessLookupError):
             await proc.wait()
         shared_watchdog().release(proc.pid, group=True)
+        shared_watchdog().release_mark(self._mark)
 
     async def aclose(self) -> None:
         """Kill the interpreter and delete its working directory; idempotent."""

@@ -16,10 +16,13 @@ What it does provide, so envs behave the same as in a container:
   inside the root, but a command that names an absolute host path reaches the host path:
   envs should tell the model to use paths relative to its working directory.
 - **Timeouts that kill the whole process group** (the command runs in a new session), so
-  ``sleep 100 &`` or a runaway test does not outlive its call; ``aclose`` kills whatever is
-  left and removes the root. A process killed outright (SIGKILL, the OOM killer) takes its
-  running commands' groups with it through :func:`agentgym.watchdog.shared_watchdog`; its
-  roots, named after it, go when the next local sandbox on the machine starts
+  ``sleep 100 &`` or a runaway test does not outlive its call; a process that leaves the
+  group (``setsid``) dies too, found by the mark in its environment
+  (:func:`agentgym.watchdog.new_mark`) unless it cleared its environment; ``aclose`` kills
+  whatever is left and removes the root. A process killed outright (SIGKILL, the OOM
+  killer) takes its running commands' groups and marked processes with it through
+  :func:`agentgym.watchdog.shared_watchdog`; its roots, named after it, go when the next
+  local sandbox on the machine starts
   (:func:`agentgym.scratch.scratch_dir`).
 - **Output caps**: each of stdout and stderr keeps its first ``max_output_bytes`` bytes; the
   rest is read and dropped so a chatty command cannot fill memory.
@@ -31,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import posixpath
 import resource
@@ -43,7 +47,7 @@ from pathlib import Path
 from agentgym.errors import ConfigError
 from agentgym.sandboxes.base import ExecResult, SandboxError, git_diff
 from agentgym.scratch import scratch_dir
-from agentgym.watchdog import shared_watchdog
+from agentgym.watchdog import MARK_VARIABLE, kill_marked, new_mark, shared_watchdog
 
 # A fixed author and date make commits (and so diffs and state keys) reproducible.
 GIT_IDENTITY = {
@@ -95,7 +99,7 @@ class LocalSandbox:
         self.workdir = workdir
         self.max_output_bytes = max_output_bytes
         self.limits = limits
-        self._groups: set[int] = set()
+        self._groups: dict[int, str] = {}  # a running command's group -> its mark
         self._closed = False
         for sub in ("home", "tmp"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
@@ -121,18 +125,22 @@ class LocalSandbox:
         cwd = self.host_path(workdir or self.workdir)
         if not cwd.is_dir():
             return ExecResult(1, "", f"bash: cd: {workdir}: No such file or directory\n")
+        # the mark reaches the processes that leave the group (setsid) too
+        mark = new_mark()
         create = asyncio.ensure_future(asyncio.create_subprocess_exec(
-            "bash", "--noprofile", "--norc", "-c", cmd, cwd=cwd, env=self._env(env),
+            "bash", "--noprofile", "--norc", "-c", cmd, cwd=cwd,
+            env={**self._env(env), MARK_VARIABLE: mark},
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE, start_new_session=True, preexec_fn=self._set_limits))
         try:
             proc = await asyncio.shield(create)
         except asyncio.CancelledError:
-            await self._kill_created(create)
+            await self._kill_created(create, mark)
             raise
-        self._groups.add(proc.pid)
+        self._groups[proc.pid] = mark
         # killed with this process too if it dies without running the finally below
         shared_watchdog().guard(proc.pid, group=True)
+        shared_watchdog().guard_mark(mark)
         assert proc.stdout is not None and proc.stderr is not None
         readers = [asyncio.ensure_future(self._read_capped(s)) for s in (proc.stdout,
                                                                          proc.stderr)]
@@ -145,13 +153,14 @@ class LocalSandbox:
             # Background children may hold the pipes open after the shell exits (so
             # ``proc.wait()``, which waits for the pipes too, would hang); the group dies
             # with the command either way.
-            self._kill_group(proc.pid)
+            self._kill_command(proc.pid, mark)
             await proc.wait()
             (out, cut_out), (err, cut_err) = await asyncio.gather(*readers)
         finally:  # cancellation: take the processes down with us
-            self._kill_group(proc.pid)
-            self._groups.discard(proc.pid)
+            self._kill_command(proc.pid, mark)
+            self._groups.pop(proc.pid, None)
             shared_watchdog().release(proc.pid, group=True)
+            shared_watchdog().release_mark(mark)
             for r in readers:
                 r.cancel()
             if proc.returncode is None or any(not r.done() for r in readers):
@@ -161,7 +170,8 @@ class LocalSandbox:
                           out.decode("utf-8", "replace"), err.decode("utf-8", "replace"),
                           timed_out=timed_out, truncated=cut_out or cut_err)
 
-    async def _kill_created(self, create: asyncio.Future[asyncio.subprocess.Process]) -> None:
+    async def _kill_created(self, create: asyncio.Future[asyncio.subprocess.Process],
+                            mark: str) -> None:
         """Kill the process group of a command cancelled while asyncio was starting it.
 
         The process exists before asyncio has connected its pipes; cancelling the start
@@ -171,7 +181,7 @@ class LocalSandbox:
         closes is cancelled there, and asyncio (3.11) then waits forever for pipes it never
         connected. The caller re-raises the first cancel.
         """
-        create.add_done_callback(self._kill_started)  # whenever the start ends
+        create.add_done_callback(functools.partial(self._kill_started, mark))  # whenever it ends
         deadline = asyncio.get_running_loop().time() + 60
         while not create.done() and asyncio.get_running_loop().time() < deadline:
             with contextlib.suppress(asyncio.CancelledError):
@@ -179,9 +189,10 @@ class LocalSandbox:
         if create.done() and not create.cancelled() and create.exception() is None:
             await asyncio.shield(_reap(create.result()))
 
-    def _kill_started(self, create: asyncio.Future[asyncio.subprocess.Process]) -> None:
+    def _kill_started(self, mark: str,
+                      create: asyncio.Future[asyncio.subprocess.Process]) -> None:
         if not create.cancelled() and create.exception() is None:
-            self._kill_group(create.result().pid)
+            self._kill_command(create.result().pid, mark)
 
     async def _read_capped(self, stream: asyncio.StreamReader) -> tuple[bytes, bool]:
         kept, cut = bytearray(), False
@@ -214,11 +225,13 @@ class LocalSandbox:
                                           else min(value, hard), hard))
 
     @staticmethod
-    def _kill_group(pgid: int) -> None:
+    def _kill_command(pgid: int, mark: str) -> None:
+        """Kill a command's process group, then whatever else carries its mark."""
         try:
             os.killpg(pgid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+        kill_marked(mark)
 
     # -- files ------------------------------------------------------------------------
     async def write_file(self, path: str, content: str | bytes) -> None:
@@ -253,8 +266,8 @@ class LocalSandbox:
         if self._closed:
             return
         self._closed = True
-        for pgid in list(self._groups):
-            self._kill_group(pgid)
+        for pgid, mark in list(self._groups.items()):
+            self._kill_command(pgid, mark)
         if self._own_root:
             await asyncio.to_thread(shutil.rmtree, self.root, True)
 

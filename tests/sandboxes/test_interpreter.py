@@ -91,6 +91,15 @@ asyncio.run(main())
 """
 
 
+async def test_a_cells_child_that_leaves_the_group_dies_with_the_interpreter():
+    cell = ("import subprocess\n"
+            "subprocess.Popen(['sleep', '300'], start_new_session=True).pid")
+    async with PythonInterpreter() as py:
+        child = int((await py.run(cell)).stdout.strip())
+        assert running(child)
+    assert gone_within(child, 30)
+
+
 def test_a_cell_and_its_children_die_with_a_process_killed_outright():
     """SIGKILL runs no ``aclose``: the process's watchdog kills the interpreter's group."""
     with killed_outright(OWNER) as (child,):

@@ -132,6 +132,26 @@ asyncio.run(main())
 """
 
 
+async def test_a_child_that_leaves_the_group_dies_with_its_command():
+    """A process in a session of its own (setsid) is out of the group's reach; it carries
+    the command's mark in its environment, and dies by it when the command ends."""
+    spawn = ("import subprocess; "
+             "print(subprocess.Popen(['sleep', '300'], start_new_session=True).pid)")
+    async with LocalSandbox() as box:
+        result = await box.exec(f'python -c "{spawn}"')
+        child = int(result.stdout)
+        assert gone_within(child, 30)
+        started = asyncio.ensure_future(box.exec(f'python -c "{spawn}" > pid; sleep 300'))
+        for _ in range(3000):  # a minute at most: polls a file the command writes
+            if box.host_path("pid").exists() and box.host_path("pid").read_text():
+                break
+            await asyncio.sleep(0.02)
+        child = int(box.host_path("pid").read_text())
+        assert running(child)
+    assert gone_within(child, 30)  # aclose ends the running command and its marked processes
+    assert (await started).exit_code != 0
+
+
 def test_a_running_command_dies_with_a_process_killed_outright(tmp_path):
     """SIGKILL runs no ``finally``: the process's watchdog kills the command's group."""
     with killed_outright(OWNER, str(tmp_path)) as (child,):
