@@ -5,11 +5,10 @@ A local sandbox's root, an interpreter's working directory, the vLLM backend's w
 them. A process killed outright (SIGKILL, the OOM killer) closes nothing, and they stay: a
 model's weights are half a gigabyte of memory or disk, a SWE task's repository copy tens of
 megabytes, and a trainer killed again and again fills either. So each directory is named after
-its owner,
-``PREFIX<pidns>-<pid>-<start>-XXXXXXXX`` (the owner's pid namespace, pid and start time), and
-the first :func:`scratch_dir` of a prefix in a process removes the directories of that prefix
-whose owner is gone, the way a sandbox pool removes the containers of dead owners when it
-starts. An owner is judged only within its own pid namespace: a directory made in another
+its owner, ``PREFIX<pidns>-<pid>-<start>-XXXXXXXX`` (the owner's pid namespace, pid and start
+time), and the first :func:`scratch_dir` of a prefix in a process removes the directories of
+that prefix whose owner is gone, the way a sandbox pool removes the containers of dead owners
+when it starts. An owner is judged only within its own pid namespace: a directory made in another
 (a container sharing the temporary folder) is left alone, and so is one not named this way.
 """
 
