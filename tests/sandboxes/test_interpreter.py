@@ -76,6 +76,7 @@ def test_bad_limits():
 
 OWNER = r"""
 import asyncio
+import os
 from agentgym.sandboxes.interpreter import PythonInterpreter
 
 async def main():
@@ -84,7 +85,7 @@ async def main():
     child = (await py.run(cell)).stdout.strip()
     running = asyncio.ensure_future(py.run("import time\ntime.sleep(300)"))
     await asyncio.sleep(0.3)
-    print(child, flush=True)
+    print(child, os.getpid(), flush=True)
     await running
 
 asyncio.run(main())
@@ -101,6 +102,17 @@ async def test_a_cells_child_that_leaves_the_group_dies_with_the_interpreter():
 
 
 def test_a_cell_and_its_children_die_with_a_process_killed_outright():
-    """SIGKILL runs no ``aclose``: the process's watchdog kills the interpreter's group."""
-    with killed_outright(OWNER) as (child,):
+    """SIGKILL runs no ``aclose``: the process's watchdog kills the interpreter's group; its
+    working directory stays until the next interpreter's sweep."""
+    import tempfile
+    from pathlib import Path
+
+    from agentgym.scratch import sweep_scratch
+
+    with killed_outright(OWNER) as (child, owner):
         assert gone_within(child, 30)
+    left = [p for p in Path(tempfile.gettempdir()).glob("agentgym-py-*")
+            if f"-{owner}-" in p.name]
+    assert left
+    sweep_scratch("agentgym-py-")
+    assert not any(p.exists() for p in left)
