@@ -144,7 +144,7 @@ class LocalSandbox:
         assert proc.stdout is not None and proc.stderr is not None
         readers = [asyncio.ensure_future(self._read_capped(s)) for s in (proc.stdout,
                                                                          proc.stderr)]
-        timed_out = False
+        timed_out = killed = False
         try:
             try:
                 await asyncio.wait_for(_exited(proc), timeout)
@@ -154,10 +154,12 @@ class LocalSandbox:
             # ``proc.wait()``, which waits for the pipes too, would hang); the group dies
             # with the command either way.
             self._kill_command(proc.pid, mark)
+            killed = True
             await proc.wait()
             (out, cut_out), (err, cut_err) = await asyncio.gather(*readers)
         finally:  # cancellation: take the processes down with us
-            self._kill_command(proc.pid, mark)
+            if not killed:  # once is enough: what carries the mark is gone, and stays gone
+                self._kill_command(proc.pid, mark)
             self._groups.pop(proc.pid, None)
             shared_watchdog().release(proc.pid, group=True)
             shared_watchdog().release_mark(mark)
