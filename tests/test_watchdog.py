@@ -115,5 +115,6 @@ def test_kill_marked_finds_a_process_by_its_environment_alone():
         assert gone_within(grandchild, 30) and other.poll() is None
         assert marked(mark) == set() and kill_marked(mark) == set()
     finally:
+        kill_marked(mark)
         other.kill()
         other.wait()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import signal
 import time
 
 import pytest
@@ -137,19 +139,26 @@ async def test_a_child_that_leaves_the_group_dies_with_its_command():
     the command's mark in its environment, and dies by it when the command ends."""
     spawn = ("import subprocess; "
              "print(subprocess.Popen(['sleep', '300'], start_new_session=True).pid)")
-    async with LocalSandbox() as box:
-        result = await box.exec(f'python -c "{spawn}"')
-        child = int(result.stdout)
-        assert gone_within(child, 30)
-        started = asyncio.ensure_future(box.exec(f'python -c "{spawn}" > pid; sleep 300'))
-        for _ in range(3000):  # a minute at most: polls a file the command writes
-            if box.host_path("pid").exists() and box.host_path("pid").read_text():
-                break
-            await asyncio.sleep(0.02)
-        child = int(box.host_path("pid").read_text())
-        assert running(child)
-    assert gone_within(child, 30)  # aclose ends the running command and its marked processes
-    assert (await started).exit_code != 0
+    children = []
+    try:
+        async with LocalSandbox() as box:
+            result = await box.exec(f'python -c "{spawn}"')
+            children.append(int(result.stdout))
+            assert gone_within(children[-1], 30)
+            started = asyncio.ensure_future(box.exec(f'python -c "{spawn}" > pid; sleep 300'))
+            for _ in range(3000):  # a minute at most: polls a file the command writes
+                if box.host_path("pid").exists() and box.host_path("pid").read_text():
+                    break
+                await asyncio.sleep(0.02)
+            children.append(int(box.host_path("pid").read_text()))
+            assert running(children[-1])
+        # aclose ends the running command and its marked processes
+        assert gone_within(children[-1], 30)
+        assert (await started).exit_code != 0
+    finally:
+        for pid in children:
+            if running(pid):
+                os.kill(pid, signal.SIGKILL)
 
 
 def test_a_running_command_dies_with_a_process_killed_outright(tmp_path):
