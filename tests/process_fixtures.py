@@ -124,6 +124,19 @@ def killed_outright(script: str, *args: str) -> Iterator[list[int]]:
                 os.kill(pid, signal.SIGKILL)
 
 
+def swept_after_its_owner(prefix: str, owner: int, folder: str | None = None) -> bool:
+    """Whether dead process ``owner`` left ``prefix`` scratch folders behind (in ``folder``,
+    default the temporary folder) and a sweep then removed every one of them."""
+    import tempfile
+
+    from agentgym.scratch import sweep_scratch
+
+    left = [p for p in Path(folder or tempfile.gettempdir()).glob(f"{prefix}*")
+            if f"-{owner}-" in p.name]
+    sweep_scratch(prefix, folder)
+    return bool(left) and not any(p.exists() for p in left)
+
+
 def _hear_ctrl_c() -> None:
     """In the child: the default SIGINT disposition, whatever the suite was started from.
 

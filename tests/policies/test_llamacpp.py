@@ -11,7 +11,6 @@ import contextlib
 import json
 import math
 import shutil
-import tempfile
 
 import pytest
 
@@ -264,15 +263,9 @@ def test_the_server_dies_with_the_process_that_started_it(llama_server, model_di
         _, alive = psutil.wait_procs(server, timeout=60)
         assert not alive
         # its GGUF's folder stays, and the next backend's sweep takes it
-        from pathlib import Path
+        from process_fixtures import swept_after_its_owner
 
-        from agentgym.scratch import sweep_scratch
-
-        left = [p for p in Path(tempfile.gettempdir()).glob("agentgym-llamacpp-*")
-                if f"-{child.pid}-" in p.name]
-        assert left
-        sweep_scratch("agentgym-llamacpp-")
-        assert not any(p.exists() for p in left)
+        assert swept_after_its_owner("agentgym-llamacpp-", child.pid)
     finally:
         child.kill()
         for process in server:

@@ -9,9 +9,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from process_fixtures import STOP_S, wait_until
-
-from agentgym.scratch import sweep_scratch
+from process_fixtures import STOP_S, swept_after_its_owner, wait_until
 
 pytestmark = pytest.mark.vllm
 
@@ -55,7 +53,4 @@ def test_sigkill_takes_the_engine_down_too(spawn, tmp_path):
     assert not alive, [p.cmdline() for p in alive]
     # its weight-sync folder (in /dev/shm: memory) stays, and the next backend's sweep takes it
     folder = "/dev/shm" if os.access("/dev/shm", os.W_OK) else tempfile.gettempdir()
-    left = [p for p in Path(folder).glob("agentgym-vllm-*") if f"-{run.proc.pid}-" in p.name]
-    assert left
-    sweep_scratch("agentgym-vllm-", folder)
-    assert not any(p.exists() for p in left)
+    assert swept_after_its_owner("agentgym-vllm-", run.proc.pid, folder)

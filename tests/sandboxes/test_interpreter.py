@@ -3,7 +3,7 @@
 import asyncio
 
 import pytest
-from process_fixtures import gone_within, killed_outright, running
+from process_fixtures import gone_within, killed_outright, running, swept_after_its_owner
 
 from agentgym.errors import ConfigError
 from agentgym.sandboxes.base import SandboxError
@@ -104,15 +104,6 @@ async def test_a_cells_child_that_leaves_the_group_dies_with_the_interpreter():
 def test_a_cell_and_its_children_die_with_a_process_killed_outright():
     """SIGKILL runs no ``aclose``: the process's watchdog kills the interpreter's group; its
     working directory stays until the next interpreter's sweep."""
-    import tempfile
-    from pathlib import Path
-
-    from agentgym.scratch import sweep_scratch
-
     with killed_outright(OWNER) as (child, owner):
         assert gone_within(child, 30)
-    left = [p for p in Path(tempfile.gettempdir()).glob("agentgym-py-*")
-            if f"-{owner}-" in p.name]
-    assert left
-    sweep_scratch("agentgym-py-")
-    assert not any(p.exists() for p in left)
+    assert swept_after_its_owner("agentgym-py-", owner)
