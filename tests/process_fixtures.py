@@ -91,7 +91,7 @@ def running(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as f:
             return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except (FileNotFoundError, IndexError):
+    except (OSError, IndexError):  # ESRCH when it goes between the open and the read
         return False
 
 
