@@ -135,6 +135,28 @@ def process_start(pid: int) -> str | None:
         return None
 
 
+def holding(fd: int) -> set[int]:
+    """The pids of the other processes with an open descriptor on what ``fd`` is (Linux).
+
+    A pipe's holders are found this way whatever their environment or group: a process that
+    cleared its environment (``env -i``) and left its group still holds a command's output
+    pipes if it inherited them.
+    """
+    info = os.fstat(fd)
+    me, found = os.getpid(), set()
+    with contextlib.suppress(OSError):
+        for name in os.listdir("/proc"):
+            if name.isdigit() and int(name) != me:
+                with contextlib.suppress(OSError):
+                    for entry in os.scandir(f"/proc/{name}/fd"):
+                        with contextlib.suppress(OSError):
+                            held = os.stat(entry.path)
+                            if (held.st_ino, held.st_dev) == (info.st_ino, info.st_dev):
+                                found.add(int(name))
+                                break
+    return found
+
+
 class Watchdog:
     """SIGKILLs what it guards when this process ends, unless :meth:`disarm` ran first.
 

@@ -18,7 +18,8 @@ What it does provide, so envs behave the same as in a container:
 - **Timeouts that kill the whole process group** (the command runs in a new session), so
   ``sleep 100 &`` or a runaway test does not outlive its call; a process that leaves the
   group (``setsid``) dies too, found by the mark in its environment
-  (:func:`agentgym.watchdog.new_mark`) unless it cleared its environment; ``aclose`` kills
+  (:func:`agentgym.watchdog.new_mark`), or, if it cleared its environment too, by the
+  command's output pipes it holds (:func:`agentgym.watchdog.holding`); ``aclose`` kills
   whatever is left and removes the root. A process killed outright (SIGKILL, the OOM
   killer) takes its running commands' groups and marked processes with it through
   :func:`agentgym.watchdog.shared_watchdog`; its roots, named after it, go when the next
@@ -34,20 +35,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import os
 import posixpath
 import resource
 import shutil
 import signal
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from agentgym.errors import ConfigError
 from agentgym.sandboxes.base import ExecResult, SandboxError, git_diff
 from agentgym.scratch import scratch_dir
-from agentgym.watchdog import MARK_VARIABLE, kill_marked, new_mark, shared_watchdog
+from agentgym.watchdog import MARK_VARIABLE, holding, kill_marked, new_mark, shared_watchdog
 
 # A fixed author and date make commits (and so diffs and state keys) reproducible.
 GIT_IDENTITY = {
@@ -127,83 +129,55 @@ class LocalSandbox:
             return ExecResult(1, "", f"bash: cd: {workdir}: No such file or directory\n")
         # the mark reaches the processes that leave the group (setsid) too
         mark = new_mark()
-        create = asyncio.ensure_future(asyncio.create_subprocess_exec(
-            "bash", "--noprofile", "--norc", "-c", cmd, cwd=cwd,
-            env={**self._env(env), MARK_VARIABLE: mark},
-            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE, start_new_session=True, preexec_fn=self._set_limits))
-        try:
-            proc = await asyncio.shield(create)
-        except asyncio.CancelledError:
-            await self._kill_created(create, mark)
-            raise
+        # Started with subprocess itself, not asyncio's transport: there is no await between
+        # the start and the guards below, so no cancel can leave a started command unguarded,
+        # and an event loop closed while a command runs does not wait for pipes asyncio
+        # never connected (Python 3.11 waits forever there).
+        proc = subprocess.Popen(  # noqa: ASYNC220 - as asyncio's transport starts one
+            ["bash", "--noprofile", "--norc", "-c", cmd], cwd=cwd,
+            env={**self._env(env), MARK_VARIABLE: mark}, stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+            preexec_fn=self._set_limits)
         self._groups[proc.pid] = mark
         # killed with this process too if it dies without running the finally below
         shared_watchdog().guard(proc.pid, group=True)
         shared_watchdog().guard_mark(mark)
-        assert proc.stdout is not None and proc.stderr is not None
-        readers = [asyncio.ensure_future(self._read_capped(s)) for s in (proc.stdout,
-                                                                         proc.stderr)]
-        timed_out = killed = False
+        loop = asyncio.get_running_loop()
+        outputs: list[_Output] = []
+        exit_: _Exit | None = None
+        timed_out = killed = held = False
         try:
+            assert proc.stdout is not None and proc.stderr is not None
+            outputs += (_Output(loop, proc.stdout, self.max_output_bytes),
+                        _Output(loop, proc.stderr, self.max_output_bytes))
+            exit_ = _Exit(loop, proc)
             try:
-                await asyncio.wait_for(_exited(proc), timeout)
+                await asyncio.wait_for(asyncio.shield(exit_.done), timeout)
             except TimeoutError:
                 timed_out = True
-            # Background children may hold the pipes open after the shell exits (so
-            # ``proc.wait()``, which waits for the pipes too, would hang); the group dies
-            # with the command either way.
+            # Background children may hold the pipes open after the shell exits; the group
+            # dies with the command either way.
             self._kill_command(proc.pid, mark)
             killed = True
-            await proc.wait()
-            (out, cut_out), (err, cut_err) = await asyncio.gather(*readers)
+            held = not await _closed(outputs)
         finally:  # cancellation: take the processes down with us
             if not killed:  # once is enough: what carries the mark is gone, and stays gone
                 self._kill_command(proc.pid, mark)
             self._groups.pop(proc.pid, None)
             shared_watchdog().release(proc.pid, group=True)
             shared_watchdog().release_mark(mark)
-            for r in readers:
-                r.cancel()
-            if proc.returncode is None or any(not r.done() for r in readers):
-                # reap it, so its transport is not left to a closed event loop
-                await asyncio.shield(_reap(proc))
+            for output in outputs:
+                output.close()
+            if exit_ is not None:
+                try:  # reap it (it was killed): no zombie, no warning
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(asyncio.shield(exit_.done), 10)
+                finally:
+                    exit_.close()
+        (out, cut_out), (err, cut_err) = ((bytes(o.kept), o.cut) for o in outputs)
         return ExecResult(-1 if timed_out else proc.returncode or 0,
                           out.decode("utf-8", "replace"), err.decode("utf-8", "replace"),
-                          timed_out=timed_out, truncated=cut_out or cut_err)
-
-    async def _kill_created(self, create: asyncio.Future[asyncio.subprocess.Process],
-                            mark: str) -> None:
-        """Kill the process group of a command cancelled while asyncio was starting it.
-
-        The process exists before asyncio has connected its pipes; cancelling the start
-        would kill only ``bash`` and then wait for the pipes, which a background child keeps
-        open. So the start is let finish (it takes milliseconds), then the group dies. A
-        second cancel does not cut that wait short: a start still pending when its event loop
-        closes is cancelled there, and asyncio (3.11) then waits forever for pipes it never
-        connected. The caller re-raises the first cancel.
-        """
-        create.add_done_callback(functools.partial(self._kill_started, mark))  # whenever it ends
-        deadline = asyncio.get_running_loop().time() + 60
-        while not create.done() and asyncio.get_running_loop().time() < deadline:
-            with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.wait({create}, timeout=1)
-        if create.done() and not create.cancelled() and create.exception() is None:
-            await asyncio.shield(_reap(create.result()))
-
-    def _kill_started(self, mark: str,
-                      create: asyncio.Future[asyncio.subprocess.Process]) -> None:
-        if not create.cancelled() and create.exception() is None:
-            self._kill_command(create.result().pid, mark)
-
-    async def _read_capped(self, stream: asyncio.StreamReader) -> tuple[bytes, bool]:
-        kept, cut = bytearray(), False
-        while chunk := await stream.read(65536):
-            room = self.max_output_bytes - len(kept)
-            if len(chunk) > room:
-                cut = True
-            kept += chunk[:max(room, 0)]
-        return bytes(kept), cut
+                          timed_out=timed_out, truncated=cut_out or cut_err or held)
 
     def _env(self, extra: dict[str, str] | None) -> dict[str, str]:
         # The interpreter running agentgym first on PATH: `python` has pytest and friends.
@@ -300,17 +274,98 @@ def _copy(source: Path, target: Path) -> None:
         shutil.copy2(source, target)
 
 
-async def _exited(proc: asyncio.subprocess.Process) -> None:
-    """Wait for the process itself to exit, not for its pipes to close.
+class _Output:
+    """One of a command's output pipes, read by the event loop as it fills.
 
-    ``returncode`` is set when the process exits; poll it quickly at first, then every 50 ms.
+    The first ``cap`` bytes are kept, the rest read and dropped (``cut``); ``eof`` is done
+    when the pipe closes.
     """
-    delay = 0.001
-    while proc.returncode is None:
-        await asyncio.sleep(delay)
-        delay = min(delay * 2, 0.05)
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, pipe: IO[bytes], cap: int) -> None:
+        self._loop, self._pipe, self._cap = loop, pipe, cap
+        self.fd = pipe.fileno()
+        self.kept, self.cut = bytearray(), False
+        self.eof: asyncio.Future[None] = loop.create_future()
+        os.set_blocking(self.fd, False)
+        loop.add_reader(self.fd, self._read)
+
+    def _read(self) -> None:  # one read a call: a chatty command cannot starve the loop
+        try:
+            chunk = os.read(self.fd, 65536)
+        except BlockingIOError:
+            return
+        except OSError:
+            chunk = b""
+        if not chunk:
+            self._loop.remove_reader(self.fd)
+            if not self.eof.done():
+                self.eof.set_result(None)
+            return
+        room = self._cap - len(self.kept)
+        self.cut = self.cut or len(chunk) > room
+        self.kept += chunk[:max(room, 0)]
+
+    def close(self) -> None:
+        if not self._pipe.closed:
+            self._loop.remove_reader(self.fd)
+            self._pipe.close()
 
 
-async def _reap(proc: asyncio.subprocess.Process) -> None:
-    with contextlib.suppress(Exception):
-        await asyncio.wait_for(proc.wait(), 10)
+class _Exit:
+    """A command's exit: ``done`` holds its status once the process exited and was reaped.
+
+    The loop watches a pidfd; where the kernel has none, the process is polled.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, proc: subprocess.Popen[bytes]) -> None:
+        self._loop, self._proc = loop, proc
+        self.done: asyncio.Future[int] = loop.create_future()
+        self._poll: asyncio.TimerHandle | None = None
+        try:
+            self._fd: int | None = os.pidfd_open(proc.pid)
+        except (AttributeError, OSError):  # no pidfd (kernel < 5.3, a seccomp filter)
+            self._fd = None
+            self._check()
+        else:
+            loop.add_reader(self._fd, self._check)
+
+    def _check(self) -> None:
+        code = self._proc.poll()
+        if code is None:
+            if self._fd is None:
+                self._poll = self._loop.call_later(0.01, self._check)
+            return
+        if self._fd is not None:
+            self._loop.remove_reader(self._fd)
+        if not self.done.done():
+            self.done.set_result(code)
+
+    def close(self) -> None:
+        if self._poll is not None:
+            self._poll.cancel()
+        if self._fd is not None:
+            self._loop.remove_reader(self._fd)
+            os.close(self._fd)
+            self._fd = None
+
+
+async def _closed(outputs: list[_Output], grace: float = 2.0) -> bool:
+    """Wait for a killed command's pipes to close; whether they did.
+
+    They close as its processes die. One that a process which left the group and cleared its
+    environment (``env -i setsid ...``) still holds is found by the pipe itself after
+    ``grace`` seconds and killed; if the pipe is still open after as long again (a process
+    we may not kill), it is let go unread.
+    """
+    for attempt in range(2):
+        waiting = [o.eof for o in outputs if not o.eof.done()]
+        if not waiting:
+            return True
+        await asyncio.wait(waiting, timeout=grace)
+        if attempt == 0:
+            for output in outputs:
+                if not output.eof.done():
+                    for pid in holding(output.fd):
+                        with contextlib.suppress(ProcessLookupError, PermissionError):
+                            os.kill(pid, signal.SIGKILL)
+    return all(o.eof.done() for o in outputs)
