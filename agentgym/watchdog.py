@@ -29,6 +29,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -99,29 +100,67 @@ def new_mark() -> str:
 
 def marked(mark: str) -> set[int]:
     """The pids of the running processes whose environment carries ``mark`` (Linux)."""
-    needle = f"{MARK_VARIABLE}={mark}".encode()
-    found: set[int] = set()
-    with contextlib.suppress(OSError):
-        for name in os.listdir("/proc"):
-            if name.isdigit():
-                with contextlib.suppress(OSError):
-                    if needle in Path(f"/proc/{name}/environ").read_bytes().split(b"\0"):
-                        found.add(int(name))
-    return found
+    return _scan(mark)[0]
 
 
-def kill_marked(mark: str) -> set[int]:
-    """SIGKILL every process that carries ``mark``; returns their pids."""
+def kill_marked(mark: str, settle: float = 1.0) -> set[int]:
+    """SIGKILL every process that carries ``mark``; returns their pids.
+
+    A process in the middle of ``exec`` shows no environment (nor command line) until the
+    kernel has set up its new ones, and its parent may already run on (vfork, or a start
+    that returns once the exec is under way): while such a process is there, the scan is
+    repeated, for up to ``settle`` seconds (blocking; milliseconds in practice).
+    """
     killed: set[int] = set()
-    for _ in range(8):  # one forking as it dies leaves a child with the mark: look again
-        pids = marked(mark) - killed
-        if not pids:
-            break
+    deadline = time.monotonic() + settle
+    for _ in range(1000):
+        found, starting = _scan(mark)
+        pids = found - killed
         for pid in pids:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
         killed |= pids
+        if pids:  # one forking as it dies leaves a child with the mark: look again
+            continue
+        if not starting or time.monotonic() >= deadline:
+            break
+        time.sleep(0.002)
     return killed
+
+
+_KERNEL_THREAD = 0x00200000  # PF_KTHREAD in /proc/PID/stat's flags
+
+
+def _scan(mark: str) -> tuple[set[int], set[int]]:
+    """The pids whose environment carries ``mark``, and those in the middle of an ``exec``.
+
+    A process mid-exec has neither environment nor command line yet; one that cleared its
+    environment (``env -i``) still has a command line.
+    """
+    needle = f"{MARK_VARIABLE}={mark}".encode()
+    found: set[int] = set()
+    starting: set[int] = set()
+    with contextlib.suppress(OSError):
+        for name in os.listdir("/proc"):
+            if name.isdigit():
+                with contextlib.suppress(OSError, IndexError, ValueError):
+                    environ = Path(f"/proc/{name}/environ").read_bytes()
+                    if needle in environ.split(b"\0"):
+                        found.add(int(name))
+                    elif not environ and _execing(int(name)):
+                        starting.add(int(name))
+    return found, starting
+
+
+def _execing(pid: int) -> bool:
+    """Whether ``pid``, which shows no environment, is in the middle of an ``exec``.
+
+    Kernel threads and processes that have exited show none either.
+    """
+    if Path(f"/proc/{pid}/cmdline").read_bytes():
+        return False
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return fields[0] not in ("Z", "X") and not int(fields[6]) & _KERNEL_THREAD
 
 
 def process_start(pid: int) -> str | None:
@@ -147,8 +186,8 @@ def holding(fd: int) -> set[int]:
     with contextlib.suppress(OSError):
         for name in os.listdir("/proc"):
             if name.isdigit() and int(name) != me:
-                with contextlib.suppress(OSError):
-                    for entry in os.scandir(f"/proc/{name}/fd"):
+                with contextlib.suppress(OSError), os.scandir(f"/proc/{name}/fd") as fds:
+                    for entry in fds:
                         with contextlib.suppress(OSError):
                             held = os.stat(entry.path)
                             if (held.st_ino, held.st_dev) == (info.st_ino, info.st_dev):

@@ -3,6 +3,7 @@
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from process_fixtures import gone_within, killed_outright, running
@@ -118,3 +119,24 @@ def test_kill_marked_finds_a_process_by_its_environment_alone():
         kill_marked(mark)
         other.kill()
         other.wait()
+
+
+def test_kill_marked_does_not_wait_on_a_process_that_cleared_its_environment():
+    """A process mid-exec shows no environment for a moment, so kill_marked looks again while
+    one is there; one that cleared its environment (``env -i``) still has a command line,
+    and is not waited on."""
+    from agentgym.watchdog import kill_marked, new_mark
+
+    cleared = subprocess.Popen(["env", "-i", "sleep", "300"])
+    try:
+        for _ in range(500):  # until env has exec'd sleep
+            if Path(f"/proc/{cleared.pid}/cmdline").read_bytes().startswith(b"sleep"):
+                break
+            time.sleep(0.01)
+        started = time.monotonic()
+        assert kill_marked(new_mark(), settle=60) == set()
+        assert time.monotonic() - started < 30  # it would wait the whole minute
+        assert cleared.poll() is None
+    finally:
+        cleared.kill()
+        cleared.wait()
