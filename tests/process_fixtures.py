@@ -119,6 +119,7 @@ def killed_outright(script: str, *args: str) -> Iterator[list[int]]:
     finally:
         owner.kill()
         owner.wait()
+        owner.stdout.close()
         for pid in pids:
             if running(pid):
                 os.kill(pid, signal.SIGKILL)

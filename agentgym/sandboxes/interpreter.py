@@ -42,6 +42,7 @@ from typing import Literal
 
 from agentgym.errors import ConfigError
 from agentgym.sandboxes.base import SandboxError
+from agentgym.sandboxes.process import ProcessExit
 from agentgym.scratch import scratch_dir
 from agentgym.watchdog import MARK_VARIABLE, kill_marked, new_mark, shared_watchdog
 
@@ -164,6 +165,17 @@ class RunResult:
         return "\n".join(parts) if parts else "[no output]"
 
 
+class _Worker:
+    """The running interpreter process and its two protocol pipes."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], exit_: ProcessExit) -> None:
+        self.proc, self.exit = proc, exit_
+        self.stdin: asyncio.StreamWriter | None = None
+        self.stdout: asyncio.StreamReader | None = None
+        self.reading: asyncio.ReadTransport | None = None
+        self.writing: asyncio.WriteTransport | None = None
+
+
 _NETNS: bool | None = None  # the probe result, once per process
 
 
@@ -195,7 +207,7 @@ class PythonInterpreter:
 
     def __init__(self, limits: InterpreterLimits | None = None) -> None:
         self.limits = limits or InterpreterLimits()
-        self._proc: asyncio.subprocess.Process | None = None
+        self._worker: _Worker | None = None
         self._mark = ""  # carried by the running interpreter's processes, setsid's included
         self._dir: str | None = None
         self._died = False
@@ -233,16 +245,29 @@ class PythonInterpreter:
             "RLIMIT_AS": [mem, mem], "RLIMIT_CPU": [limits.cpu_seconds, limits.cpu_seconds + 1],
             "RLIMIT_FSIZE": [size, size], "RLIMIT_NOFILE": [256, 256]})
         self._mark = env[MARK_VARIABLE] = new_mark()
-        try:
-            self._proc = await asyncio.create_subprocess_exec(
-                *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.DEVNULL, cwd=self._dir, env=env,
-                start_new_session=True, limit=2**22)
+        try:  # no await from the start to the guards (agentgym.sandboxes.process)
+            proc = subprocess.Popen(  # noqa: ASYNC220 - as asyncio's transport starts one
+                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                cwd=self._dir, env=env, start_new_session=True)
         except OSError as exc:
             raise SandboxError(f"could not start the Python interpreter: {exc}") from exc
         # killed with this process too if it dies without closing us (a cell's children too)
-        shared_watchdog().guard(self._proc.pid, group=True)
+        shared_watchdog().guard(proc.pid, group=True)
         shared_watchdog().guard_mark(self._mark)
+        loop = asyncio.get_running_loop()
+        self._worker = worker = _Worker(proc, ProcessExit(loop, proc))
+        try:
+            assert proc.stdin is not None and proc.stdout is not None
+            worker.stdout = asyncio.StreamReader(limit=2**22)
+            reader = worker.stdout
+            worker.reading, _ = await loop.connect_read_pipe(
+                lambda: asyncio.StreamReaderProtocol(reader), proc.stdout)
+            worker.writing, protocol = await loop.connect_write_pipe(
+                asyncio.streams.FlowControlMixin, proc.stdin)
+            worker.stdin = asyncio.StreamWriter(worker.writing, protocol, None, loop)
+        except BaseException:  # a cancel too: the process dies, not left half connected
+            await self._kill()
+            raise
 
     async def run(self, code: str, timeout: float | None = None  # noqa: ASYNC109 - per cell
                   ) -> RunResult:
@@ -257,21 +282,21 @@ class PythonInterpreter:
         """
         async with self._lock:  # one cell at a time, as in a notebook
             restarted = self._died
-            if self._proc is None or self._proc.returncode is not None:
+            if self._worker is None or self._worker.exit.done.done():
                 await self._kill()
                 await self.start()
             self._died = False
             self.calls += 1
-            proc = self._proc
-            assert proc is not None and proc.stdin is not None and proc.stdout is not None
+            worker = self._worker
+            assert worker is not None and worker.stdin is not None and worker.stdout is not None
             limit = self.limits.max_output_chars
             request = json.dumps({"code": str(code), "limit": limit}) + "\n"
             wall = timeout if timeout is not None else self.limits.call_timeout
             try:
-                proc.stdin.write(request.encode("utf-8", "replace"))
+                worker.stdin.write(request.encode("utf-8", "replace"))
                 async with asyncio.timeout(wall):
-                    await proc.stdin.drain()
-                    line = await proc.stdout.readline()
+                    await worker.stdin.drain()
+                    line = await worker.stdout.readline()
             except TimeoutError:
                 await self._kill()
                 self._died = True
@@ -287,8 +312,8 @@ class PythonInterpreter:
                              restarted=restarted, truncated=reply["truncated"])
 
     async def _died_result(self, restarted: bool) -> RunResult:
-        proc = self._proc
-        code = await proc.wait() if proc is not None else None
+        # the protocol's pipe closed: the interpreter is ending, or ended
+        code = await self._worker.exit.wait(10) if self._worker is not None else None
         await self._kill()
         self._died = True
         why = {-signal.SIGXCPU: f"it used its {self.limits.cpu_seconds} s of CPU time",
@@ -300,17 +325,28 @@ class PythonInterpreter:
                          restarted=restarted)
 
     async def _kill(self) -> None:
-        proc, self._proc = self._proc, None
-        if proc is None:
+        worker, self._worker = self._worker, None
+        if worker is None:
             return
-        if proc.returncode is None:
+        pid = worker.proc.pid
+        if not worker.exit.done.done():
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)  # the cell's children too
+                os.killpg(pid, signal.SIGKILL)  # the cell's children too
         kill_marked(self._mark)  # and those that left the group
-        with contextlib.suppress(ProcessLookupError):
-            await proc.wait()
-        shared_watchdog().release(proc.pid, group=True)
-        shared_watchdog().release_mark(self._mark)
+        # the loop lets go of the pipes at once (abort drops unsent bytes), then they close
+        if worker.writing is not None and not worker.writing.is_closing():
+            worker.writing.abort()
+        if worker.reading is not None:
+            worker.reading.close()
+        for pipe in (worker.proc.stdin, worker.proc.stdout):
+            if pipe is not None:
+                pipe.close()
+        try:
+            await worker.exit.wait(10)  # reaped: no zombie
+        finally:
+            worker.exit.close()
+            shared_watchdog().release(pid, group=True)
+            shared_watchdog().release_mark(self._mark)
 
     async def aclose(self) -> None:
         """Kill the interpreter and delete its working directory; idempotent."""

@@ -48,6 +48,7 @@ from typing import IO
 
 from agentgym.errors import ConfigError
 from agentgym.sandboxes.base import ExecResult, SandboxError, git_diff
+from agentgym.sandboxes.process import ProcessExit
 from agentgym.scratch import scratch_dir
 from agentgym.watchdog import MARK_VARIABLE, holding, kill_marked, new_mark, shared_watchdog
 
@@ -129,10 +130,7 @@ class LocalSandbox:
             return ExecResult(1, "", f"bash: cd: {workdir}: No such file or directory\n")
         # the mark reaches the processes that leave the group (setsid) too
         mark = new_mark()
-        # Started with subprocess itself, not asyncio's transport: there is no await between
-        # the start and the guards below, so no cancel can leave a started command unguarded,
-        # and an event loop closed while a command runs does not wait for pipes asyncio
-        # never connected (Python 3.11 waits forever there).
+        # started with no await before its guards (agentgym.sandboxes.process says why)
         proc = subprocess.Popen(  # noqa: ASYNC220 - as asyncio's transport starts one
             ["bash", "--noprofile", "--norc", "-c", cmd], cwd=cwd,
             env={**self._env(env), MARK_VARIABLE: mark}, stdin=subprocess.DEVNULL,
@@ -144,17 +142,14 @@ class LocalSandbox:
         shared_watchdog().guard_mark(mark)
         loop = asyncio.get_running_loop()
         outputs: list[_Output] = []
-        exit_: _Exit | None = None
+        exit_: ProcessExit | None = None
         timed_out = killed = held = False
         try:
             assert proc.stdout is not None and proc.stderr is not None
             outputs += (_Output(loop, proc.stdout, self.max_output_bytes),
                         _Output(loop, proc.stderr, self.max_output_bytes))
-            exit_ = _Exit(loop, proc)
-            try:
-                await asyncio.wait_for(asyncio.shield(exit_.done), timeout)
-            except TimeoutError:
-                timed_out = True
+            exit_ = ProcessExit(loop, proc)
+            timed_out = await exit_.wait(timeout) is None
             # Background children may hold the pipes open after the shell exits; the group
             # dies with the command either way.
             self._kill_command(proc.pid, mark)
@@ -169,9 +164,8 @@ class LocalSandbox:
             for output in outputs:
                 output.close()
             if exit_ is not None:
-                try:  # reap it (it was killed): no zombie, no warning
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(asyncio.shield(exit_.done), 10)
+                try:
+                    await exit_.wait(10)  # reaped (it was killed): no zombie, no warning
                 finally:
                     exit_.close()
         (out, cut_out), (err, cut_err) = ((bytes(o.kept), o.cut) for o in outputs)
@@ -309,44 +303,6 @@ class _Output:
         if not self._pipe.closed:
             self._loop.remove_reader(self.fd)
             self._pipe.close()
-
-
-class _Exit:
-    """A command's exit: ``done`` holds its status once the process exited and was reaped.
-
-    The loop watches a pidfd; where the kernel has none, the process is polled.
-    """
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, proc: subprocess.Popen[bytes]) -> None:
-        self._loop, self._proc = loop, proc
-        self.done: asyncio.Future[int] = loop.create_future()
-        self._poll: asyncio.TimerHandle | None = None
-        try:
-            self._fd: int | None = os.pidfd_open(proc.pid)
-        except (AttributeError, OSError):  # no pidfd (kernel < 5.3, a seccomp filter)
-            self._fd = None
-            self._check()
-        else:
-            loop.add_reader(self._fd, self._check)
-
-    def _check(self) -> None:
-        code = self._proc.poll()
-        if code is None:
-            if self._fd is None:
-                self._poll = self._loop.call_later(0.01, self._check)
-            return
-        if self._fd is not None:
-            self._loop.remove_reader(self._fd)
-        if not self.done.done():
-            self.done.set_result(code)
-
-    def close(self) -> None:
-        if self._poll is not None:
-            self._poll.cancel()
-        if self._fd is not None:
-            self._loop.remove_reader(self._fd)
-            os.close(self._fd)
-            self._fd = None
 
 
 async def _closed(outputs: list[_Output], grace: float = 2.0) -> bool:

@@ -1,6 +1,8 @@
 """The persistent Python interpreter: state, limits, isolation, output caps."""
 
 import asyncio
+import subprocess
+import sys
 
 import pytest
 from process_fixtures import gone_within, killed_outright, running, swept_after_its_owner
@@ -107,3 +109,50 @@ def test_a_cell_and_its_children_die_with_a_process_killed_outright():
     with killed_outright(OWNER) as (child, owner):
         assert gone_within(child, 30)
     assert swept_after_its_owner("agentgym-py-", owner)
+
+
+ABANDONED = r"""
+import asyncio
+from pathlib import Path
+from agentgym.sandboxes.interpreter import PythonInterpreter
+from agentgym.watchdog import descendants
+
+def workers(pids):  # the interpreter's processes among them, still running
+    found = []
+    for pid in pids:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            if stat not in "ZX" and b"proto_in" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                found.append(pid)
+        except (OSError, IndexError):
+            pass
+    return found
+
+async def main():
+    loop = asyncio.get_running_loop()
+    connect, connecting = loop.connect_write_pipe, asyncio.Event()
+
+    async def slow_connect(*args, **kwargs):
+        connecting.set()
+        await asyncio.sleep(5)
+        return await connect(*args, **kwargs)
+
+    # the loop closes while the interpreter's pipes are being connected
+    loop.connect_write_pipe = slow_connect
+    asyncio.ensure_future(PythonInterpreter().run("1"))
+    await connecting.wait()
+    return descendants()
+
+pids = asyncio.run(main())  # cancels the start on the way out
+print("closed", len(workers(pids)), flush=True)
+"""
+
+
+def test_an_event_loop_closed_while_the_interpreter_starts_closes_and_takes_it_down():
+    """An interpreter whose start is pending when its event loop closes is cancelled there:
+    the loop closes (asyncio's subprocess transport would wait forever for the pipe it had
+    not connected, Python 3.11) and the interpreter's process is dead by then."""
+    done = subprocess.run([sys.executable, "-c", ABANDONED], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "closed 0\n"

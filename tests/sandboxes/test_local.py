@@ -212,6 +212,9 @@ def test_an_event_loop_closed_while_a_command_runs_closes_and_takes_it_down(tmp_
         assert gone_within(child, 30)
     finally:
         owner.kill()
+        owner.wait()
+        if owner.stdout is not None:
+            owner.stdout.close()
         if child is not None and running(child):
             os.kill(child, signal.SIGKILL)
 
