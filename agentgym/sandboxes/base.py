@@ -32,7 +32,8 @@ class ExecResult:
     timed_out: bool = False
     """True when the command ran past its timeout and its process group was killed."""
     truncated: bool = False
-    """True when stdout or stderr was cut to the sandbox's output cap."""
+    """True when stdout or stderr was cut to the sandbox's output cap, or (local sandbox) a
+    pipe was still held open by a process it could not kill when the call let it go."""
 
     @property
     def ok(self) -> bool:

@@ -154,7 +154,7 @@ class LocalSandbox:
             # dies with the command either way.
             self._kill_command(proc.pid, mark)
             killed = True
-            held = not await _closed(outputs)
+            held = not await _pipes_closed(outputs)
         finally:  # cancellation: take the processes down with us
             if not killed:  # once is enough: what carries the mark is gone, and stays gone
                 self._kill_command(proc.pid, mark)
@@ -305,7 +305,7 @@ class _Output:
             self._pipe.close()
 
 
-async def _closed(outputs: list[_Output], grace: float = 2.0) -> bool:
+async def _pipes_closed(outputs: list[_Output], grace: float = 2.0) -> bool:
     """Wait for a killed command's pipes to close; whether they did.
 
     They close as its processes die. One that a process which left the group and cleared its
