@@ -319,7 +319,8 @@ class PythonInterpreter:
         why = {-signal.SIGXCPU: f"it used its {self.limits.cpu_seconds} s of CPU time",
                -signal.SIGKILL: "it was killed (out of memory or CPU time)",
                -signal.SIGSEGV: "it crashed (segmentation fault)"}.get(
-                   code or 0, f"it exited with status {code}")
+                   code or 0, f"it exited with status {code}" if code is not None else
+                   "it closed its output and did not exit (it was killed)")
         return RunResult("", "", f"InterpreterDied: the interpreter stopped because {why}; "
                          "it will restart on the next call (variables are lost)",
                          restarted=restarted)
