@@ -41,15 +41,12 @@ while read -r op entry; do
         -) case $live in *" $entry "*) live="${live%% $entry *} ${live#* $entry }" ;; esac ;;
     esac
 done
+marks=""
 for entry in $live; do
     kind=${entry%%:*}
     rest=${entry#*:}
     if [ "$kind" = m ]; then
-        for env in /proc/[0-9]*/environ; do
-            grep -qzxF "AGENTGYM_PROCESS_MARK=$rest" "$env" 2>/dev/null || continue
-            pid=${env#/proc/}
-            kill -9 "${pid%/environ}" 2>/dev/null
-        done
+        marks="$marks $rest"
         continue
     fi
     pid=${rest%:*}
@@ -62,12 +59,24 @@ for entry in $live; do
     fi
     [ "$kind" = g ] && kill -9 "-$pid" 2>/dev/null
 done
+[ -n "$marks" ] || exit 0
+for pass in 1 2; do  # again: one in the middle of an exec shows its environment a moment later
+    for mark in $marks; do
+        for env in /proc/[0-9]*/environ; do
+            grep -qzxF "AGENTGYM_PROCESS_MARK=$mark" "$env" 2>/dev/null || continue
+            pid=${env#/proc/}
+            kill -9 "${pid%/environ}" 2>/dev/null
+        done
+    done
+    [ "$pass" = 1 ] && sleep 0.1
+done
 """
 """The watchdog: reads ``+ ENTRY`` and ``- ENTRY`` lines (``p:PID:START`` for a process,
 ``g:PGID:START`` for a group and its leader's start time, ``m:MARK`` for every process whose
 environment carries the mark) until its pipe ends, then kills each entry still held whose
 ``/proc/PID/stat`` has that start time (the 20th field after the command's name), each group
-whose leader is gone, and each marked process."""
+whose leader is gone, and then each marked process (twice, 0.1 s apart: a process in the
+middle of an ``exec`` shows no environment yet)."""
 
 
 def descendants() -> set[int]:
