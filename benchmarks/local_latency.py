@@ -14,21 +14,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import statistics
 import time
 
-from results import write_section
-
-
-def pct(xs: list[float], q: float) -> float:
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, round(q * (len(xs) - 1)))]
-
-
-def row(name: str, xs: list[float]) -> str:
-    ms = [x * 1000 for x in xs]
-    return (f"| {name} | {len(ms)} | {pct(ms, 0.5):.2f} | {pct(ms, 0.95):.2f} | "
-            f"{statistics.mean(ms):.2f} |")
+from results import latency_row, write_section
 
 
 async def timed(times: list[float], step) -> None:  # noqa: ANN001 - an async callable
@@ -72,10 +60,10 @@ def main() -> None:
     load = os.getloadavg()[0]
     out = asyncio.run(measure(args.execs, args.starts, args.cells))
     lines = ["| operation | n | p50 ms | p95 ms | mean ms |", "|---|---:|---:|---:|---:|",
-             row("`LocalSandbox.exec(\"true\")`", out["exec"]),
-             row("`exec` of 10 MB of output (cut to the 1 MB cap)", out["big"]),
-             row("`PythonInterpreter` start + one cell + close", out["start"]),
-             row("one more cell (`x = 1`)", out["cell"])]
+             latency_row("`LocalSandbox.exec(\"true\")`", out["exec"], 2),
+             latency_row("`exec` of 10 MB of output (cut to the 1 MB cap)", out["big"], 2),
+             latency_row("`PythonInterpreter` start + one cell + close", out["start"], 2),
+             latency_row("one more cell (`x = 1`)", out["cell"], 2)]
     body = "\n".join([
         "Command: `python benchmarks/local_latency.py "
         f"--execs {args.execs} --starts {args.starts} --cells {args.cells}`", "",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import platform
 import re
+import statistics
 import threading
 import time
 from pathlib import Path
@@ -12,6 +13,19 @@ from pathlib import Path
 DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 HEADER = ("# Benchmarks\n\nMeasured figures, written by the scripts in `benchmarks/`; each "
           "section names the command that produced it.\n")
+
+
+def percentile(xs: list[float], q: float) -> float:
+    """The ``q`` quantile of ``xs`` (nearest rank)."""
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, round(q * (len(xs) - 1)))]
+
+
+def latency_row(name: str, seconds: list[float], digits: int = 0) -> str:
+    """A markdown row: name, count, p50, p95 and mean in milliseconds."""
+    ms = [x * 1000 for x in seconds]
+    return (f"| {name} | {len(ms)} | {percentile(ms, 0.5):.{digits}f} | "
+            f"{percentile(ms, 0.95):.{digits}f} | {statistics.mean(ms):.{digits}f} |")
 
 
 def write_section(title: str, body: str, path: Path = DOC) -> None:

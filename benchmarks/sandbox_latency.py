@@ -13,21 +13,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import statistics
 import time
 
-from results import write_section
-
-
-def pct(xs: list[float], q: float) -> float:
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, round(q * (len(xs) - 1)))]
-
-
-def row(name: str, xs: list[float]) -> str:
-    ms = [x * 1000 for x in xs]
-    return (f"| {name} | {len(ms)} | {pct(ms, 0.5):.0f} | {pct(ms, 0.95):.0f} | "
-            f"{statistics.mean(ms):.0f} |")
+from results import latency_row, percentile, write_section
 
 
 async def measure(url: str, image: str, n: int, execs: int) -> dict[str, list[float]]:
@@ -78,11 +66,11 @@ def main() -> None:
     driver_note = ("overlay2 (the private engine's first choice; on vfs every start copies the "
                    "image's ~210 MB root filesystem)") if driver == "overlay2" else driver
     lines = ["| operation | n | p50 ms | p95 ms | mean ms |", "|---|---:|---:|---:|---:|",
-             row("cold start (create + start container)", out["cold"]),
-             row("warm-pool acquire", out["warm"]),
-             row("exec round trip (`true`)", out["exec"]),
-             row("write_file + read_file (1 KiB)", out["file"])]
-    speedup = pct(out["cold"], 0.5) / max(pct(out["warm"], 0.5), 1e-9)
+             latency_row("cold start (create + start container)", out["cold"]),
+             latency_row("warm-pool acquire", out["warm"]),
+             latency_row("exec round trip (`true`)", out["exec"]),
+             latency_row("write_file + read_file (1 KiB)", out["file"])]
+    speedup = percentile(out["cold"], 0.5) / max(percentile(out["warm"], 0.5), 1e-9)
     body = "\n".join([
         "Command: `python benchmarks/sandbox_latency.py "
         f"--n {args.n} --execs {args.execs}`", "",
