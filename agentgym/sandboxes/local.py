@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 import posixpath
 import resource
@@ -131,11 +132,19 @@ class LocalSandbox:
         # the mark reaches the processes that leave the group (setsid) too
         mark = new_mark()
         # started with no await before its guards (agentgym.sandboxes.process says why)
-        proc = subprocess.Popen(  # noqa: ASYNC220 - as asyncio's transport starts one
-            ["bash", "--noprofile", "--norc", "-c", cmd], cwd=cwd,
-            env={**self._env(env), MARK_VARIABLE: mark}, stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-            preexec_fn=self._set_limits)
+        try:
+            proc = subprocess.Popen(  # noqa: ASYNC220 - as asyncio's transport starts one
+                ["bash", "--noprofile", "--norc", "-c", cmd], cwd=cwd,
+                env={**self._env(env), MARK_VARIABLE: mark}, stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                preexec_fn=self._set_limits)
+        except OSError as exc:
+            if exc.errno != errno.E2BIG:
+                raise
+            # the command's own fault, as in a container, where the exec fails the same way
+            return ExecResult(1, "", f"bash: argument list too long: the command is "
+                              f"{len(cmd.encode())} bytes, more than one argument may be "
+                              "(write long content to a file in smaller parts)\n")
         self._groups[proc.pid] = mark
         # killed with this process too if it dies without running the finally below
         shared_watchdog().guard(proc.pid, group=True)

@@ -119,6 +119,15 @@ async def test_exec_contract(box):
 
 
 @pytest.mark.docker
+async def test_a_command_too_long_to_start_is_an_observation(box):
+    """Past the kernel's limit on one argument (128 KiB) the exec fails in the container: the
+    command's result says so, as the local sandbox's does, and the sandbox goes on."""
+    result = await box.exec("echo " + "a" * 200_000 + " | wc -c")
+    assert result.exit_code != 0 and "argument list too long" in result.stderr
+    assert (await box.exec("echo " + "a" * 100_000 + " | wc -c")).stdout == "100001\n"
+
+
+@pytest.mark.docker
 async def test_timeout_kills_the_process_group(box):
     start = time.monotonic()
     r = await box.exec("sleep 60 & sleep 60 & sleep 60; echo never", timeout=1.5)

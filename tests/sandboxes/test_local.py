@@ -271,3 +271,13 @@ async def test_a_second_cancel_while_the_first_cleans_up_leaves_nothing_behind()
         others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
         assert not [t for t in others if not t.done()]
         assert gone_within(child, 30)
+
+
+async def test_a_command_too_long_to_start_is_an_observation():
+    """Past the kernel's limit on one argument (128 KiB), as in the Docker sandboxes: the
+    command fails and says why; the call does not raise."""
+    async with LocalSandbox() as box:
+        result = await box.exec("echo " + "a" * 200_000 + " | wc -c")
+        assert result.exit_code == 1 and "argument list too long" in result.stderr
+        assert (await box.exec("echo " + "a" * 100_000 + " | wc -c")).stdout == "100001\n"
+
