@@ -258,8 +258,7 @@ class PythonInterpreter:
         self._worker = worker = _Worker(proc, ProcessExit(loop, proc))
         try:
             assert proc.stdin is not None and proc.stdout is not None
-            worker.stdout = asyncio.StreamReader(limit=2**22)
-            reader = worker.stdout
+            reader = worker.stdout = asyncio.StreamReader(limit=2**22)
             worker.reading, _ = await loop.connect_read_pipe(
                 lambda: asyncio.StreamReaderProtocol(reader), proc.stdout)
             worker.writing, protocol = await loop.connect_write_pipe(
