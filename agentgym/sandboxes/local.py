@@ -322,15 +322,15 @@ async def _pipes_closed(outputs: list[_Output], grace: float = 2.0) -> bool:
     ``grace`` seconds and killed; if the pipe is still open after as long again (a process
     we may not kill), it is let go unread.
     """
-    for attempt in range(2):
-        waiting = [o.eof for o in outputs if not o.eof.done()]
-        if not waiting:
-            return True
-        await asyncio.wait(waiting, timeout=grace)
-        if attempt == 0:
-            for output in outputs:
-                if not output.eof.done():
-                    for pid in holding(output.fd):
-                        with contextlib.suppress(ProcessLookupError, PermissionError):
-                            os.kill(pid, signal.SIGKILL)
-    return all(o.eof.done() for o in outputs)
+    def open_() -> list[_Output]:
+        return [o for o in outputs if not o.eof.done()]
+
+    if open_():
+        await asyncio.wait([o.eof for o in open_()], timeout=grace)
+    for output in open_():
+        for pid in holding(output.fd):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+    if open_():
+        await asyncio.wait([o.eof for o in open_()], timeout=grace)
+    return not open_()
